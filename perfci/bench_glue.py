@@ -1,0 +1,79 @@
+"""Where perfci meets pytest-benchmark's internals: the GPU-keyed storage id, foreign-GPU refusal,
+and the session object built from pytest options. Kept in one place so a pytest-benchmark upgrade
+touches one file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from perfci.baseline import describe_available, load_for_gpu
+from perfci.errors import BadInputError
+from perfci.fingerprint import Fingerprint
+from perfci.session import PerfSession
+from perfci.settings import PerfSettings
+
+_original_machine_id: Callable[[], str] | None = None
+
+
+def key_storage_by_gpu(slug: str) -> None:
+    """Make pytest-benchmark's machine id end with the GPU slug: ``Linux-CPython-3.12-64bit-<slug>``.
+
+    pytest-benchmark builds its session (and loads ``--benchmark-compare`` files) in its own
+    ``pytest_configure``, which runs after perfci's; the id comes from
+    ``pytest_benchmark.session.get_machine_id``, so that is the function wrapped here. Runs saved
+    under ``.benchmarks/<id>/`` and compares found by default are then always of this GPU model.
+    """
+    global _original_machine_id
+    import pytest_benchmark.session as pb_session
+
+    if _original_machine_id is None:
+        _original_machine_id = pb_session.get_machine_id
+    original = _original_machine_id
+    pb_session.get_machine_id = lambda: f"{original()}-{slug}"
+
+
+def unkey_storage() -> None:
+    global _original_machine_id
+    if _original_machine_id is not None:
+        import pytest_benchmark.session as pb_session
+
+        pb_session.get_machine_id = _original_machine_id
+        _original_machine_id = None
+
+
+def refuse_foreign_gpu(machine_info: dict[str, Any], compared: dict[str, Any]) -> None:
+    """A compare across GPU models is refused (explicit file paths can point anywhere)."""
+    ours = (machine_info.get("perfci") or {}).get("slug")
+    theirs = ((compared.get("machine_info") or {}).get("perfci") or {}).get("slug")
+    if ours and theirs and ours != theirs:
+        raise BadInputError(f"the compared run was measured on {theirs}, this machine is {ours}: "
+                            "refusing to compare across GPU models",
+                            hint="compare with a run of this GPU (.benchmarks/*-" + ours + "/)")
+
+
+def make_session(getoption: Callable[[str], Any], fingerprint: Fingerprint) -> PerfSession:
+    settings = PerfSettings.from_pytest_options(getoption)
+    session = PerfSession(fingerprint=fingerprint, settings=settings)
+    root = getoption("perfci_baselines")
+    if root:
+        baseline = load_for_gpu(Path(root), fingerprint.slug)
+        if baseline is None:
+            session.baseline_note = (f"no baseline for {fingerprint.slug} in {root} "
+                                     f"({describe_available(Path(root))}); every benchmark is NEW")
+            session.baseline = _empty_baseline(Path(root), fingerprint)
+        else:
+            session.baseline = baseline
+            session.baseline_note = f"compared with {baseline.path}"
+    return session
+
+
+def _empty_baseline(root: Path, fingerprint: Fingerprint) -> Any:
+    from perfci.results import ResultFile
+
+    return ResultFile(path=root / fingerprint.slug, gpu=fingerprint.slug, fingerprint={}, benchmarks={},
+                      header={"schema_version": 1})
+
+

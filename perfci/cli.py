@@ -1,0 +1,107 @@
+"""``perfci`` command line: parses argv, calls the stages, prints, exits 0/1/2/3."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from perfci import __version__
+from perfci.errors import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, PerfCIError, UsageError
+
+EPILOG = "exit codes: 0 no regression, 1 regression, 2 usage or bad input, 3 infrastructure (GPU/tool missing)"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line and exit 2, never a traceback
+        raise UsageError(f"{self.prog}: {message}", hint=f"see `{self.prog} --help`")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="perfci", description="Performance-regression CI for GPU kernels (pytest-benchmark based).",
+                epilog=EPILOG)
+    p.add_argument("--version", action="version", version=f"perfci {__version__}")
+    sub = p.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
+
+    run = sub.add_parser("run", help="run the suite, compare with baselines/<gpu>/, write the report",
+                         description="Run the perf suite (default tests/perf) in pytest, compare every benchmark "
+                         "with this GPU's baseline, write the report, exit with the verdict. Unknown options "
+                         "go to pytest (e.g. -k EXPR, -x).", epilog=EPILOG)
+    run.add_argument("--baselines", type=Path, default=Path("baselines"), help="baseline root (default baselines)")
+    run.add_argument("--results-dir", type=Path, default=Path(".perfci/results"), help="where result files go")
+    run.add_argument("--report-dir", type=Path, default=Path("reports/latest"), help="report output directory")
+    run.add_argument("--require-baseline", action="store_true",
+                     help="exit 2 when this GPU has no baseline (default: every benchmark is NEW)")
+    run.add_argument("--no-compare", action="store_true", help="measure only; no baseline comparison")
+
+    prof = sub.add_parser("profile", help="run benchmarks under a profiler and print per-benchmark kernel tables",
+                          description="Run selected benchmarks under torch.profiler (--torch), Nsight Systems "
+                          "(--nsys) or Nsight Compute (--ncu); print a kernel table per benchmark and keep the "
+                          "report files. Unknown options go to pytest.", epilog=EPILOG)
+    tool = prof.add_mutually_exclusive_group()
+    tool.add_argument("--torch", dest="tool", action="store_const", const="torch", help="torch.profiler (default)")
+    tool.add_argument("--nsys", dest="tool", action="store_const", const="nsys", help="Nsight Systems")
+    tool.add_argument("--ncu", dest="tool", action="store_const", const="ncu", help="Nsight Compute")
+    prof.add_argument("-k", dest="keyword", default=None, help="pytest -k expression selecting benchmarks")
+    prof.add_argument("-o", "--out", type=Path, default=Path("reports/profile"), help="where profiler files go")
+
+    base = sub.add_parser("baseline", help="write or inspect this GPU's baselines", epilog=EPILOG)
+    bsub = base.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+    upd = bsub.add_parser("update", help="write baselines/<gpu>/ atomically from a fresh run (or --from files)",
+                          epilog=EPILOG)
+    upd.add_argument("--baselines", type=Path, default=Path("baselines"))
+    upd.add_argument("--from", dest="sources", type=Path, nargs="+", default=None, metavar="RESULTS",
+                     help="result files to use instead of running the suite")
+    upd.add_argument("--runs", type=int, default=1, help="fresh-process runs of the suite (default 1)")
+    upd.add_argument("--force", action="store_true", help="accept NOISY measurements")
+    upd.add_argument("--results-dir", type=Path, default=Path(".perfci/results"))
+    show = bsub.add_parser("show", help="print a GPU's baseline (default: this GPU's)", epilog=EPILOG)
+    show.add_argument("gpu", nargs="?", default=None)
+    show.add_argument("--baselines", type=Path, default=Path("baselines"))
+    lst = bsub.add_parser("list", help="list the GPUs that have baselines", epilog=EPILOG)
+    lst.add_argument("--baselines", type=Path, default=Path("baselines"))
+
+    cmp_ = sub.add_parser("compare", help="compare two result files", epilog=EPILOG)
+    cmp_.add_argument("old", type=Path)
+    cmp_.add_argument("new", type=Path)
+    cmp_.add_argument("--report-dir", type=Path, default=None, help="also write the report here")
+
+    rep = sub.add_parser("report", help="plotly HTML report + Markdown summary of result files", epilog=EPILOG)
+    rep.add_argument("results", type=Path, nargs="+")
+    rep.add_argument("-o", "--out", type=Path, required=True, help="output directory")
+
+    env = sub.add_parser("env", help="this machine's GPU fingerprint and baseline key", epilog=EPILOG)
+    env.add_argument("--json", action="store_true", help="print JSON")
+    env.add_argument("--baselines", type=Path, default=Path("baselines"))
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args, rest = parser.parse_known_args(args_list)
+        if args.verb is None:
+            parser.print_help()
+            return EXIT_USAGE
+        if rest and args.verb not in ("run", "profile") and not (args.verb == "baseline" and args.action == "update"):
+            raise UsageError(f"perfci {args.verb}: unrecognized arguments: {' '.join(rest)}",
+                             hint=f"see `perfci {args.verb} --help`")
+        from perfci import commands
+
+        return commands.dispatch(args, rest)
+    except PerfCIError as exc:
+        print(f"perfci: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("perfci: interrupted", file=sys.stderr)
+        return 3
+
+
+def print_json(data: object) -> None:
+    print(json.dumps(data, indent=1))
+
+
+__all__ = ["EXIT_OK", "EXIT_REGRESSION", "build_parser", "main"]

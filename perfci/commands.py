@@ -1,0 +1,224 @@
+"""The CLI verbs, one function each, on parsed arguments. Output to stdout, errors as PerfCIError."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+
+from perfci.baseline import (
+    available,
+    baseline_path,
+    describe_available,
+    load_baseline,
+    load_for_gpu,
+    make_baseline,
+    write_atomic,
+)
+from perfci.errors import EXIT_OK, EXIT_REGRESSION, BadInputError, InfrastructureError, UsageError
+from perfci.fingerprint import Fingerprint, detect
+from perfci.gate import RunVerdict, judge_files
+from perfci.report import headline, terminal_table, write_report
+from perfci.results import ResultFile, load_results
+from perfci.runner import PYTEST_FAILED, pytest_exit_to_perfci, results_path, run_suite
+
+
+def dispatch(args: argparse.Namespace, rest: list[str]) -> int:
+    verb = args.verb
+    if verb == "run":
+        return cmd_run(args, rest)
+    if verb == "profile":
+        return cmd_profile(args, rest)
+    if verb == "baseline":
+        if args.action is None:
+            raise UsageError("perfci baseline needs an action: update, show or list",
+                             hint="see `perfci baseline --help`")
+        return {"update": cmd_baseline_update, "show": cmd_baseline_show, "list": cmd_baseline_list}[args.action](
+            args, rest)
+    if verb == "compare":
+        return cmd_compare(args)
+    if verb == "report":
+        return cmd_report(args)
+    if verb == "env":
+        return cmd_env(args)
+    raise UsageError(f"unknown verb {verb!r}")
+
+
+def _mode_line(fp: Fingerprint) -> str:
+    if fp.gpu_available:
+        return f"perfci: GPU {fp.describe()} (baseline key {fp.baseline_key})"
+    return (f"perfci: no GPU found - CPU mode: host wall-clock times, structural checks at op level; "
+            f"timings are reported, not gated (baseline key {fp.baseline_key})")
+
+
+def cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
+    fp = detect()
+    print(_mode_line(fp), flush=True)
+    baselines = None if args.no_compare else args.baselines
+    baseline = None
+    if baselines is not None:
+        baseline = load_for_gpu(baselines, fp.slug)  # bad files fail here, before the long run
+        if baseline is None:
+            if args.require_baseline:
+                raise BadInputError(f"no baseline for {fp.slug} in {baselines}",
+                                    hint=describe_available(baselines) + "; write one with `perfci baseline update`")
+            print(f"perfci: no baseline for {fp.slug} ({describe_available(baselines)}): every benchmark is NEW")
+    suite = run_suite(rest, out=results_path(args.results_dir), baselines=baselines)
+    settled = pytest_exit_to_perfci(suite.pytest_exit)
+    if settled is not None:
+        print(f"perfci: pytest exited {suite.pytest_exit}: "
+              + ("no benchmarks were collected" if suite.pytest_exit == 5 else "see its output above"),
+              file=sys.stderr)
+        return settled
+    if not suite.results_path.exists():
+        raise InfrastructureError(f"pytest wrote no result file ({suite.results_path})")
+    new = load_results(suite.results_path)
+    verdict = judge_files(new, baseline) if baselines is not None else judge_files(new, None)
+    paths = write_report([r for r in (baseline, new) if r is not None], verdict, args.report_dir,
+                         f"perfci run on {fp.name}")
+    print(terminal_table(verdict, fp))
+    print(f"perfci: results {suite.results_path}; report {', '.join(str(p) for p in paths)}")
+    if suite.pytest_exit == PYTEST_FAILED and not verdict.regressions:
+        print("perfci: some tests failed or errored for reasons other than a perf regression (see above)",
+              file=sys.stderr)
+        return EXIT_REGRESSION
+    return verdict.exit_code
+
+
+def cmd_profile(args: argparse.Namespace, rest: list[str]) -> int:
+    tool = args.tool or "torch"
+    pytest_args = list(rest)
+    if args.keyword:
+        pytest_args += ["-k", args.keyword]
+    if tool == "torch":
+        return _profile_torch(args, pytest_args)
+    from perfci.nsight import profile_with
+
+    return profile_with(tool, pytest_args, args.out)
+
+
+def _profile_torch(args: argparse.Namespace, pytest_args: list[str]) -> int:
+    from perfci.trace import KernelProfile, format_profile_table
+
+    out = args.out
+    traces = out / "traces"
+    suite = run_suite(pytest_args, out=out / "results.json", baselines=None,
+                      extra=[f"--perfci-trace-dir={traces}", "--perfci-max-time=0.5", "--perfci-min-time=0.1"])
+    settled = pytest_exit_to_perfci(suite.pytest_exit)
+    if settled is not None:
+        return settled
+    result = load_results(suite.results_path)
+    for name, bench in result.benchmarks.items():
+        print(f"\n== {name}")
+        if bench.profile is None:
+            print("   (no profile recorded)")
+            continue
+        print(format_profile_table(KernelProfile.from_dict(bench.profile)))
+    print(f"\nperfci: traces (Chrome/Perfetto JSON) in {traces}; results {suite.results_path}")
+    return EXIT_OK if suite.pytest_exit == 0 else EXIT_REGRESSION
+
+
+def cmd_baseline_update(args: argparse.Namespace, rest: list[str]) -> int:
+    fp = detect()
+    print(_mode_line(fp), flush=True)
+    if args.runs < 1:
+        raise UsageError(f"--runs must be at least 1, got {args.runs}")
+    if args.sources:
+        runs = [load_results(p) for p in args.sources]
+    else:
+        runs = []
+        for i in range(args.runs):
+            print(f"perfci: baseline run {i + 1}/{args.runs}", flush=True)
+            suite = run_suite(rest, out=results_path(args.results_dir, "baseline"), baselines=None)
+            settled = pytest_exit_to_perfci(suite.pytest_exit)
+            if settled is not None:
+                return settled
+            if suite.pytest_exit != 0:
+                raise UsageError("the suite failed: not writing a baseline from a failing run",
+                                 hint="fix the failing tests first")
+            runs.append(load_results(suite.results_path))
+    doc = make_baseline(runs, gpu=fp.slug, force=args.force)
+    target = baseline_path(args.baselines, fp.slug)
+    write_atomic(target, doc)
+    print(f"perfci: wrote {target} ({len(doc['benchmarks'])} benchmarks, {len(runs)} run(s))")
+    return EXIT_OK
+
+
+def cmd_baseline_show(args: argparse.Namespace, rest: list[str]) -> int:
+    gpu = args.gpu or detect().slug
+    path = baseline_path(args.baselines, gpu)
+    if not path.exists():
+        raise BadInputError(f"no baseline for {gpu} ({path})", hint=describe_available(args.baselines))
+    base = load_baseline(path, gpu=gpu)
+    header = base.header
+    print(f"{path}: {len(base.benchmarks)} benchmarks, written {header.get('written')}, runs {header.get('runs')}")
+    fp = base.fingerprint
+    print("fingerprint: " + ", ".join(f"{k}={fp.get(k)}" for k in ("name", "driver", "cuda", "torch", "triton")))
+    for name, b in sorted(base.benchmarks.items()):
+        noisy = " NOISY" if b.noisy else ""
+        print(f"  {name}  {b.median_ms:.6g} ms  [{b.timer}, {b.normalization}]{noisy}")
+    return EXIT_OK
+
+
+def cmd_baseline_list(args: argparse.Namespace, rest: list[str]) -> int:
+    gpus = available(args.baselines)
+    if not gpus:
+        print(f"{args.baselines}: no baselines yet (write one with `perfci baseline update`)")
+        return EXIT_OK
+    for gpu in gpus:
+        try:
+            base = load_baseline(baseline_path(args.baselines, gpu), gpu=gpu)
+            print(f"{gpu}: {len(base.benchmarks)} benchmarks, written {base.header.get('written')}")
+        except BadInputError as exc:
+            print(f"{gpu}: unreadable: {exc}")
+    return EXIT_OK
+
+
+def _same_gpu(old: ResultFile, new: ResultFile) -> None:
+    if old.gpu and new.gpu and old.gpu != new.gpu:
+        raise BadInputError(f"{old.path} was measured on {old.gpu} and {new.path} on {new.gpu}: "
+                            "refusing to compare across GPU models", hint="compare two runs of one GPU model")
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    old, new = load_results(args.old), load_results(args.new)
+    _same_gpu(old, new)
+    verdict = judge_files(new, old)
+    fp = Fingerprint.from_machine_info(new.fingerprint) if new.fingerprint.get("slug") else detect()
+    print(terminal_table(verdict, fp))
+    if args.report_dir:
+        write_report([old, new], verdict, args.report_dir, f"perfci compare {old.path.name} -> {new.path.name}")
+    return verdict.exit_code
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    results = [load_results(p) for p in args.results]
+    verdict: RunVerdict | None = None
+    if len(results) >= 2:
+        _same_gpu(results[0], results[-1])
+        verdict = judge_files(results[-1], results[0])
+    paths = write_report(results, verdict, args.out, "perfci report")
+    if verdict is not None:
+        fp = Fingerprint.from_machine_info(results[-1].fingerprint) if results[-1].gpu else detect()
+        print(headline(verdict, fp))
+    print("perfci: wrote " + ", ".join(str(p) for p in paths))
+    return EXIT_OK
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    fp = detect()
+    path = baseline_path(args.baselines, fp.slug)
+    if args.json:
+        print(json.dumps({**fp.machine_info(), "baseline_key": fp.baseline_key,
+                          "baseline_file": str(path), "baseline_exists": path.exists(),
+                          "nsys": shutil.which("nsys"), "ncu": shutil.which("ncu")}, indent=1))
+        return EXIT_OK
+    print(_mode_line(fp))
+    for key, value in fp.machine_info().items():
+        print(f"  {key}: {value}")
+    print(f"  baseline: {path} ({'present' if path.exists() else 'absent'})")
+    print(f"  nsys: {shutil.which('nsys') or 'not found'}; ncu: {shutil.which('ncu') or 'not found'}")
+    return EXIT_OK
+
+

@@ -1,0 +1,121 @@
+"""This machine's GPU fingerprint: what a result was measured on, and the key of its baselines.
+
+Results and baselines are keyed by the GPU model slug (``NVIDIA_H100_80GB_HBM3``); the versions of
+the driver, CUDA, torch and triton travel in ``machine_info`` so that a compare can show drift.
+Without a GPU the key is ``cpu-<arch>`` and every output says the numbers are CPU wall times.
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from perfci.nvml import Nvml
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    gpu_available: bool
+    name: str
+    slug: str
+    sm_count: int | None = None
+    memory_bytes: int | None = None
+    l2_bytes: int | None = None
+    compute_capability: str | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    torch: str = ""
+    triton: str | None = None
+    power_limit_w: float | None = None
+    max_sm_clock_mhz: int | None = None
+    max_memory_clock_mhz: int | None = None
+    peak_memory_bandwidth_gbps: float | None = None
+
+    @property
+    def baseline_key(self) -> str:
+        return self.slug
+
+    @property
+    def drift_fields(self) -> tuple[str, ...]:
+        """Fields that may differ between a baseline and a run on the same GPU model."""
+        return ("driver", "cuda", "torch", "triton", "power_limit_w")
+
+    def machine_info(self) -> dict[str, Any]:
+        """The ``machine_info['perfci']`` block written into every result file."""
+        return asdict(self)
+
+    @classmethod
+    def from_machine_info(cls, info: dict[str, Any]) -> Fingerprint:
+        known = {k: info[k] for k in cls.__dataclass_fields__ if k in info}
+        return cls(**known)
+
+    def describe(self) -> str:
+        if not self.gpu_available:
+            return f"no GPU: CPU mode ({self.name}); times are host wall-clock"
+        parts = [self.name]
+        if self.sm_count:
+            parts.append(f"{self.sm_count} SMs")
+        if self.memory_bytes:
+            parts.append(f"{self.memory_bytes / 2**30:.0f} GiB")
+        if self.compute_capability:
+            parts.append(f"sm_{self.compute_capability.replace('.', '')}")
+        return ", ".join(parts)
+
+
+def slugify(text: str) -> str:
+    """A file-name-safe slug: letters, digits, '.', '-' and '_' only (unicode letters folded away)."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", text.strip()).strip("_.")
+    return slug or "unnamed"
+
+
+def _versions() -> tuple[str, str | None, str | None]:
+    import torch
+
+    try:
+        import triton
+
+        triton_version: str | None = triton.__version__
+    except ImportError:
+        triton_version = None
+    return torch.__version__, torch.version.cuda, triton_version
+
+
+@functools.lru_cache(maxsize=1)
+def detect() -> Fingerprint:
+    """Fingerprint the current CUDA device (torch's current device), or the CPU."""
+    import torch
+
+    torch_version, cuda_version, triton_version = _versions()
+    if not torch.cuda.is_available():
+        cpu = platform.processor() or platform.machine()
+        return Fingerprint(
+            gpu_available=False,
+            name=f"CPU {cpu}",
+            slug=f"cpu-{slugify(platform.machine())}",
+            torch=torch_version,
+            triton=triton_version,
+        )
+    index = torch.cuda.current_device()
+    props = torch.cuda.get_device_properties(index)
+    nvml = Nvml.for_torch_device(index)
+    static = nvml.static_info() if nvml else {}
+    return Fingerprint(
+        gpu_available=True,
+        name=props.name,
+        slug=slugify(props.name),
+        sm_count=props.multi_processor_count,
+        memory_bytes=props.total_memory,
+        l2_bytes=getattr(props, "L2_cache_size", None),
+        compute_capability=f"{props.major}.{props.minor}",
+        driver=static.get("driver"),
+        cuda=cuda_version,
+        torch=torch_version,
+        triton=triton_version,
+        power_limit_w=static.get("power_limit_w"),
+        max_sm_clock_mhz=static.get("max_sm_clock_mhz"),
+        max_memory_clock_mhz=static.get("max_memory_clock_mhz"),
+        peak_memory_bandwidth_gbps=static.get("peak_memory_bandwidth_gbps"),
+    )

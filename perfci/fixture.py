@@ -1,0 +1,174 @@
+"""The ``perf`` object a test receives: measure device time, profile once, feed pytest-benchmark.
+
+``perf`` is built on pytest-benchmark's ``benchmark`` fixture: the device-time samples are replayed
+through ``benchmark.pedantic`` with a ``DeviceClock`` as that fixture's timer (set through
+pytest-benchmark's own ``@pytest.mark.benchmark(timer=...)``), so every pytest-benchmark option
+(autosave, compare, compare-fail, json, histogram) works unchanged on device times.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from perfci.errors import InfrastructureError, RegressionError, UsageError
+from perfci.timing import choose_normalization, make_timer
+from perfci.units import format_bytes, gbps, tflops
+
+if TYPE_CHECKING:
+    from perfci.session import PerfSession
+    from perfci.settings import PerfSettings
+
+
+class DeviceClock:
+    """A pytest-benchmark timer that reads device time: each ``step`` advances it by one sample."""
+
+    __name__ = "perfci.DeviceClock"
+
+    def __init__(self) -> None:
+        self._now_s = 0.0
+        self._pending: deque[float] = deque()
+
+    def __call__(self) -> float:
+        return self._now_s
+
+    def load(self, samples_ms: tuple[float, ...]) -> None:
+        self._pending = deque(t / 1e3 for t in samples_ms)
+
+    def step(self) -> None:
+        self._now_s += self._pending.popleft()
+
+
+class OutOfMemory(InfrastructureError):
+    """CUDA ran out of memory in a benchmark; the message has the shapes and the memory state."""
+
+
+class Perf:
+    """What a test gets as ``perf``. Call it once: ``out = perf(fn, *args, **kwargs)``."""
+
+    def __init__(self, benchmark: Any, clock: DeviceClock, settings: PerfSettings, session: PerfSession,
+                 test: str) -> None:
+        self.flops: float | None = None
+        self.bytes: int | None = None
+        self._benchmark = benchmark
+        self._clock = clock
+        self._settings = settings
+        self._session = session
+        self._test = test
+        self._used = False
+
+    @property
+    def settings(self) -> PerfSettings:
+        return self._settings
+
+    @property
+    def extra_info(self) -> dict[str, Any]:
+        return self._benchmark.extra_info
+
+    def forbid(self, *names: str) -> None:
+        """Structural rules for this benchmark: 'copy', 'cast', 'sync', 'math_sdpa', ..."""
+        try:
+            self._settings = self._settings.add_forbid(*names)
+        except UsageError as exc:
+            raise UsageError(f"{self._test}: {exc.message}", hint=exc.hint) from None
+
+    def expect(self, **expected: Any) -> None:
+        """Expectations: sdpa_backend=, max_kernels=, max_syncs=, max_copy_bytes=, ..."""
+        try:
+            self._settings = self._settings.add_expect(expected)
+        except UsageError as exc:
+            raise UsageError(f"{self._test}: {exc.message}", hint=exc.hint) from None
+
+    def __call__(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if not callable(fn):
+            raise UsageError(f"{self._test}: perf(fn, *args) needs a callable first, got "
+                             f"{type(fn).__name__}", hint="pass the function, not its result: perf(f, x)")
+        if self._used:
+            raise UsageError(f"{self._test}: perf(...) can be called once per test",
+                             hint="parametrize the test to measure several functions")
+        self._used = True
+        self._check_numbers()
+        call = functools.partial(fn, *args, **kwargs)
+        session, settings = self._session, self._settings
+        with session.ranges.range(self._test), _oom_guard(self._test, args, kwargs):
+            result = call()
+            if self._benchmark.disabled:
+                return result
+            timer = make_timer(settings.timer, gpu_available=session.fingerprint.gpu_available,
+                               l2_flush=settings.policy.l2_flush,
+                               annotate=session.ranges.factory(self._test))
+            measurement = timer.measure(call, settings.policy)
+            measurement = choose_normalization(
+                measurement, settings.policy, bytes_moved=self.bytes,
+                peak_bandwidth_gbps=session.fingerprint.peak_memory_bandwidth_gbps,
+                reference_sm_clock_mhz=session.fingerprint.max_sm_clock_mhz)
+            profile = session.profile(call, self._test, settings) if settings.profile else None
+
+        self._record(measurement, profile)
+        self._clock.load(measurement.samples_ms)
+        self._benchmark.pedantic(self._clock.step, rounds=len(measurement.samples_ms), iterations=1)
+        outcome = session.judge(self._benchmark.fullname, measurement, profile, settings,
+                                self._benchmark.extra_info)
+        if outcome.failed:
+            raise RegressionError(outcome.evidence())
+        return result
+
+    def _check_numbers(self) -> None:
+        for name in ("flops", "bytes"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or value < 0):
+                raise UsageError(f"{self._test}: perf.{name} must be a non-negative number, got {value!r}")
+
+    def _record(self, measurement: Any, profile: Any) -> None:
+        summary = measurement.to_summary()
+        info = self._benchmark.extra_info
+        median_ms = measurement.median_ms
+        info["device_time_ms"] = summary["median_ms"]
+        info["timer"] = measurement.label()
+        if self.flops:
+            summary["flops"] = self.flops
+            info["tflops"] = round(tflops(self.flops, median_ms), 3)
+        if self.bytes:
+            summary["bytes"] = self.bytes
+            info["gbps"] = round(gbps(self.bytes, median_ms), 2)
+        summary["threshold"] = self._settings.threshold
+        summary["forbid"] = list(self._settings.forbid)
+        summary["expect"] = {k: v for k, v in self._settings.expect}
+        summary["gpu"] = self._session.fingerprint.slug
+        summary["nvtx"] = self._session.ranges.backend
+        if profile is not None:
+            summary["profile"] = profile.to_dict()
+        info["perfci"] = summary
+
+
+class _oom_guard:
+    """Turn a CUDA out-of-memory error into a message with the shapes and the memory state."""
+
+    def __init__(self, test: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self._test, self._args, self._kwargs = test, args, kwargs
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        if exc is None:
+            return False
+        import torch
+
+        oom = getattr(torch.cuda, "OutOfMemoryError", ())
+        if not (oom and isinstance(exc, oom)):
+            return False
+        shapes = [f"{tuple(a.shape)} {str(a.dtype).replace('torch.', '')}"
+                  for a in (*self._args, *self._kwargs.values()) if isinstance(a, torch.Tensor)]
+        free, total = torch.cuda.mem_get_info()
+        allocated = torch.cuda.memory_allocated()
+        torch.cuda.empty_cache()
+        raise OutOfMemory(
+            f"{self._test}: CUDA out of memory with inputs [{', '.join(shapes)}]; allocated "
+            f"{format_bytes(allocated)}, free {format_bytes(free)} of {format_bytes(total)}",
+            hint="use smaller shapes for this GPU or skip the case by memory",
+        ) from exc
+

@@ -1,0 +1,157 @@
+"""Gate stage: one verdict per benchmark and one for the run, used by the pytest plugin and the CLI.
+
+Timing: only SLOWER fails, and only for device times (a host wall-clock run on a machine without a
+GPU is reported, never gated). Structure: any failed finding fails, on every machine, because
+structure does not depend on noise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from perfci.compare import CompareSettings, Comparison, Sample, Verdict, compare_samples
+from perfci.errors import EXIT_OK, EXIT_REGRESSION
+from perfci.results import BenchResult, ResultFile
+from perfci.rules import Finding, check_against_baseline, check_declared
+from perfci.trace import KernelProfile
+from perfci.units import format_time_ms
+
+DRIFT_FIELDS = ("driver", "cuda", "torch", "triton")
+
+
+@dataclass(frozen=True)
+class BenchmarkOutcome:
+    name: str
+    median_ms: float
+    timer: str
+    comparison: Comparison | None
+    findings: tuple[Finding, ...]
+    noise_reasons: tuple[str, ...] = ()
+    drift: tuple[str, ...] = ()
+
+    @property
+    def device_time(self) -> bool:
+        return self.timer != "wall"
+
+    @property
+    def timing_failed(self) -> bool:
+        return self.comparison is not None and self.comparison.failed and self.device_time
+
+    @property
+    def structure_failed(self) -> bool:
+        return any(f.failed for f in self.findings)
+
+    @property
+    def failed(self) -> bool:
+        return self.timing_failed or self.structure_failed
+
+    @property
+    def verdict(self) -> str:
+        if self.structure_failed:
+            return "STRUCTURE"
+        if self.comparison is None:
+            return "UNCOMPARED"
+        return self.comparison.verdict.value
+
+    def evidence(self) -> str:
+        """Multi-line explanation shown in the failing test and in reports."""
+        lines = [f"perfci: {self.name} regressed" if self.failed else f"perfci: {self.name}"]
+        c = self.comparison
+        if c is not None and c.ratio is not None:
+            lines.append(
+                f"  timing: {c.verdict.value} {c.change_pct:+.2f}% (median {format_time_ms(c.base_median_ms)} -> "
+                f"{format_time_ms(c.new_median_ms)}; interval {(c.ratio_low - 1) * 100:+.2f}%..."
+                f"{(c.ratio_high - 1) * 100:+.2f}%; fails above +{c.min_effect:.1%})"
+            )
+        elif c is not None:
+            lines.append(f"  timing: {c.verdict.value}")
+        if c is not None:
+            lines.extend(f"    {r}" for r in c.reasons)
+        if not self.device_time:
+            lines.append("  timing is host wall clock (no GPU): reported, not gated")
+        for f in self.findings:
+            mark = "FAIL" if f.failed else "info"
+            lines.append(f"  structure [{mark}] {f.rule}: {f.message}")
+        for reason in self.noise_reasons:
+            lines.append(f"  noise: {reason}")
+        if self.drift:
+            lines.append("  environment drift vs baseline: " + "; ".join(self.drift))
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class RunVerdict:
+    outcomes: tuple[BenchmarkOutcome, ...]
+    missing: tuple[str, ...]
+    errors: tuple[str, ...] = ()
+
+    @property
+    def regressions(self) -> tuple[BenchmarkOutcome, ...]:
+        return tuple(o for o in self.outcomes if o.failed)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_REGRESSION if self.regressions or self.errors else EXIT_OK
+
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for o in self.outcomes:
+            counts[o.verdict] = counts.get(o.verdict, 0) + 1
+        if self.missing:
+            counts["MISSING"] = len(self.missing)
+        return counts
+
+
+def environment_drift(base: Mapping[str, object], new: Mapping[str, object]) -> tuple[str, ...]:
+    return tuple(f"{k} {base.get(k)} -> {new.get(k)}" for k in DRIFT_FIELDS
+                 if base.get(k) is not None and new.get(k) is not None and base.get(k) != new.get(k))
+
+
+def judge(new: BenchResult, base: BenchResult | None, *, compared: bool, forbid: Iterable[str] = (),
+          expect: Mapping[str, object] | None = None, threshold: float = 0.03,
+          drift: tuple[str, ...] = ()) -> BenchmarkOutcome:
+    """The outcome of one benchmark: declared rules, baseline structure, timing verdict."""
+    findings: list[Finding] = []
+    profile = KernelProfile.from_dict(new.profile) if new.profile else None
+    forbid = tuple(forbid)
+    expect = dict(expect or {})
+    if forbid or expect:
+        findings.extend(check_declared(profile or KernelProfile.missing("profiling was off"), forbid, expect))
+    comparison = None
+    if compared:
+        if base is not None and base.profile:
+            findings.extend(check_against_baseline(profile or KernelProfile.missing("profiling was off"),
+                                                   KernelProfile.from_dict(base.profile)))
+        comparison = compare_samples(new.name, _sample(base, new), _sample(new, base),
+                                     CompareSettings(min_effect=threshold))
+    return BenchmarkOutcome(name=new.name, median_ms=new.median_ms, timer=new.timer, comparison=comparison,
+                            findings=tuple(findings), noise_reasons=new.noise_reasons, drift=drift)
+
+
+def _sample(side: BenchResult | None, other: BenchResult | None) -> Sample | None:
+    if side is None:
+        return None
+    reasons = list(side.noise_reasons)
+    if other is not None and other.normalization != side.normalization:
+        reasons.append(f"normalisation differs ({other.normalization} vs {side.normalization})")
+    return Sample(samples_ms=side.gated_samples_ms, noisy=bool(reasons), noise_reasons=tuple(reasons),
+                  run_medians_ms=side.run_medians_ms)
+
+
+def judge_files(new: ResultFile, base: ResultFile | None) -> RunVerdict:
+    """Compare two result files (``perfci compare`` and ``perfci run``)."""
+    drift = environment_drift(base.fingerprint, new.fingerprint) if base else ()
+    outcomes = []
+    for name, result in new.benchmarks.items():
+        info = result.extra.get("perfci", {}) if isinstance(result.extra, dict) else {}
+        outcomes.append(judge(
+            result, base.benchmarks.get(name) if base else None, compared=base is not None,
+            forbid=info.get("forbid", ()), expect=info.get("expect") or {},
+            threshold=result.threshold or 0.03, drift=drift))
+    missing = tuple(sorted(set(base.benchmarks) - set(new.benchmarks))) if base else ()
+    return RunVerdict(outcomes=tuple(outcomes), missing=missing)
+
+
+def is_missing(outcome: BenchmarkOutcome) -> bool:
+    return outcome.comparison is not None and outcome.comparison.verdict is Verdict.MISSING

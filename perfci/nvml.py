@@ -1,0 +1,173 @@
+"""NVML readings (through ``pynvml`` from nvidia-ml-py): clocks, power, temperature, throttling.
+
+Every reading is optional: without NVML (no driver, no package) the callers get ``None`` and record
+that the clocks were not read. Nothing here changes the card's settings.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+# throttle ("clocks event") reason bits, from nvml.h
+_REASONS = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+# reasons that mean the card was slowed by something other than the work itself
+DISTURBING_REASONS = frozenset(
+    {"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
+)
+
+
+def decode_reasons(mask: int) -> tuple[str, ...]:
+    return tuple(name for bit, name in _REASONS.items() if mask & bit)
+
+
+@dataclass(frozen=True)
+class ClockSnapshot:
+    """One reading of the card's state."""
+
+    sm_clock_mhz: int
+    memory_clock_mhz: int
+    power_w: float | None
+    temperature_c: int | None
+    throttle_reasons: tuple[str, ...]
+    other_processes: int
+
+
+class Nvml:
+    """A handle on one GPU through NVML. Create with :meth:`for_torch_device`."""
+
+    def __init__(self, pynvml: Any, handle: Any) -> None:
+        self._nvml = pynvml
+        self._handle = handle
+
+    @classmethod
+    def for_torch_device(cls, index: int) -> Nvml | None:
+        try:
+            import pynvml
+            import torch
+
+            pynvml.nvmlInit()
+            bus_id = torch.cuda.get_device_properties(index).pci_bus_id if hasattr(
+                torch.cuda.get_device_properties(index), "pci_bus_id"
+            ) else None
+            if bus_id:
+                handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id.encode())
+            else:
+                handle = pynvml.nvmlDeviceGetHandleByIndex(_nvml_index(index))
+            return cls(pynvml, handle)
+        except Exception:
+            return None
+
+    def _try(self, fn: str, *args: Any) -> Any:
+        try:
+            return getattr(self._nvml, fn)(self._handle, *args)
+        except Exception:
+            return None
+
+    def static_info(self) -> dict[str, Any]:
+        n = self._nvml
+        info: dict[str, Any] = {}
+        try:
+            driver = n.nvmlSystemGetDriverVersion()
+            info["driver"] = driver.decode() if isinstance(driver, bytes) else driver
+        except Exception:
+            pass
+        limit = self._try("nvmlDeviceGetPowerManagementLimit")
+        info["power_limit_w"] = limit / 1000.0 if limit else None
+        info["max_sm_clock_mhz"] = self._try("nvmlDeviceGetMaxClockInfo", n.NVML_CLOCK_SM)
+        mem_clock = self._try("nvmlDeviceGetMaxClockInfo", n.NVML_CLOCK_MEM)
+        info["max_memory_clock_mhz"] = mem_clock
+        bus_bits = self._try("nvmlDeviceGetMemoryBusWidth")
+        if mem_clock and bus_bits:
+            # double data rate: two transfers per memory clock
+            info["peak_memory_bandwidth_gbps"] = round(2 * mem_clock * 1e6 * bus_bits / 8 / 1e9, 1)
+        return info
+
+    def sm_clock_mhz(self) -> int | None:
+        return self._try("nvmlDeviceGetClockInfo", self._nvml.NVML_CLOCK_SM)
+
+    def snapshot(self) -> ClockSnapshot | None:
+        n = self._nvml
+        sm = self._try("nvmlDeviceGetClockInfo", n.NVML_CLOCK_SM)
+        if sm is None:
+            return None
+        mem = self._try("nvmlDeviceGetClockInfo", n.NVML_CLOCK_MEM) or 0
+        power_mw = self._try("nvmlDeviceGetPowerUsage")
+        temp = self._try("nvmlDeviceGetTemperature", n.NVML_TEMPERATURE_GPU)
+        mask = self._try("nvmlDeviceGetCurrentClocksEventReasons")
+        if mask is None:
+            mask = self._try("nvmlDeviceGetCurrentClocksThrottleReasons") or 0
+        procs = self._try("nvmlDeviceGetComputeRunningProcesses") or []
+        me = os.getpid()
+        others = sum(1 for p in procs if getattr(p, "pid", me) != me)
+        return ClockSnapshot(
+            sm_clock_mhz=int(sm),
+            memory_clock_mhz=int(mem),
+            power_w=power_mw / 1000.0 if power_mw is not None else None,
+            temperature_c=temp,
+            throttle_reasons=decode_reasons(int(mask)),
+            other_processes=others,
+        )
+
+
+def _nvml_index(torch_index: int) -> int:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible:
+        entries = [e.strip() for e in visible.split(",") if e.strip()]
+        if torch_index < len(entries) and entries[torch_index].isdigit():
+            return int(entries[torch_index])
+    return torch_index
+
+
+class ClockSampler:
+    """Polls the SM clock in a background thread; ``mean_between(t0, t1)`` averages a window.
+
+    Windows are host ``time.perf_counter`` seconds. Used to give each timing sample the SM clock
+    it ran at, so compute-bound work can be compared in cycles rather than in seconds.
+    """
+
+    def __init__(self, nvml: Nvml, period_s: float = 0.002) -> None:
+        self._nvml = nvml
+        self._period_s = period_s
+        self._readings: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="perfci-clock", daemon=True)
+
+    def __enter__(self) -> ClockSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=1.0)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            mhz = self._nvml.sm_clock_mhz()
+            if mhz:
+                self._readings.append((time.perf_counter(), int(mhz)))
+            self._stop.wait(self._period_s)
+
+    def mean_between(self, t0: float, t1: float) -> float | None:
+        window = [mhz for t, mhz in list(self._readings) if t0 <= t <= t1]
+        if not window:
+            # no reading fell inside: take the nearest one after t0
+            later = [mhz for t, mhz in list(self._readings) if t >= t0]
+            return float(later[0]) if later else None
+        return sum(window) / len(window)
+
+    def all_mhz(self) -> list[int]:
+        return [mhz for _, mhz in self._readings]

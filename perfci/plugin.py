@@ -1,0 +1,124 @@
+"""pytest plugin: wires hooks to the perfci stages and delegates; no logic of its own."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from perfci.errors import PerfCIError
+
+_SESSION = pytest.StashKey["Any"]()
+_CLOCK = pytest.StashKey["Any"]()
+_SELECTED = pytest.StashKey[set]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("perfci", "perfci: device-time benchmarks and regression gate")
+    group.addoption("--perfci-timer", default="auto", choices=("auto", "graph", "event", "wall"),
+                    help="timer: graph (CUDA graph replays, default on GPU), event, wall (default on CPU)")
+    group.addoption("--perfci-threshold", default="3%", metavar="PCT",
+                    help="minimum slowdown that fails a benchmark, e.g. 3%% or 2.5%% (default 3%%)")
+    group.addoption("--perfci-precision", default="0.5%", metavar="PCT",
+                    help="stop sampling when the median's CI half-width is below this (default 0.5%%)")
+    group.addoption("--perfci-min-time", default=0.5, type=float, metavar="S",
+                    help="seconds of sampling at least (default 0.5)")
+    group.addoption("--perfci-max-time", default=5.0, type=float, metavar="S",
+                    help="seconds of sampling at most per benchmark (default 5)")
+    group.addoption("--perfci-cold", action="store_true", help="flush L2 before each call (event timer)")
+    group.addoption("--perfci-normalize", default="auto", choices=("auto", "sm_clock", "none"),
+                    help="compare compute-bound work at the max SM clock (auto), always, or never")
+    group.addoption("--perfci-no-profile", action="store_true", help="skip the torch.profiler pass")
+    group.addoption("--perfci-trace-dir", default=None, metavar="DIR",
+                    help="also write each benchmark's Chrome/Perfetto trace here")
+    group.addoption("--perfci-baselines", default=None, metavar="DIR",
+                    help="compare with DIR/<gpu>/ and fail the tests that regressed")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "perf(**options): perfci options for this benchmark "
+                            "(threshold, timer, forbid, expect, l2_flush, precision, min_time, max_time, "
+                            "normalize, profile)")
+    config.addinivalue_line("markers", "gpu: needs a CUDA GPU; skipped cleanly without one")
+    from perfci.bench_glue import key_storage_by_gpu, make_session
+    from perfci.fingerprint import detect
+
+    try:
+        session = make_session(config.getoption, detect())
+    except PerfCIError as exc:
+        raise pytest.UsageError(f"perfci: {exc}") from None
+    config.stash[_SESSION] = session
+    key_storage_by_gpu(session.fingerprint.slug)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from perfci.bench_glue import unkey_storage
+
+    unkey_storage()
+
+
+def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
+    session = config.stash.get(_SESSION, None)
+    if session is not None:
+        machine_info["perfci"] = session.fingerprint.machine_info()
+        machine_info["gpu"] = session.fingerprint.name
+
+
+def pytest_benchmark_compare_machine_info(config: pytest.Config, benchmarksession: Any,
+                                          machine_info: dict[str, Any], compared_benchmark: dict[str, Any]) -> None:
+    from perfci.bench_glue import refuse_foreign_gpu
+
+    try:
+        refuse_foreign_gpu(machine_info, compared_benchmark)
+    except PerfCIError as exc:
+        raise pytest.UsageError(f"perfci: {exc}") from None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from perfci.fixture import DeviceClock
+
+    config.stash[_SELECTED] = {item.nodeid for item in items}
+    for item in items:
+        if "perf" in getattr(item, "fixturenames", ()):
+            existing = item.get_closest_marker("benchmark")
+            options = dict(existing.kwargs) if existing else {}
+            clock = options["timer"] = DeviceClock()
+            item.stash[_CLOCK] = clock
+            item.add_marker(pytest.mark.benchmark(**options))
+
+
+@pytest.fixture
+def perf(benchmark: Any, request: pytest.FixtureRequest) -> Any:
+    """Measure device time of ``perf(fn, *args)``, profile it once, and gate it (see perfci docs)."""
+    from perfci.fixture import Perf
+
+    session = request.config.stash[_SESSION]
+    marker = request.node.get_closest_marker("perf")
+    settings = session.settings
+    if marker is not None:
+        settings = settings.with_marker(marker.args, marker.kwargs, request.node.nodeid)
+    return Perf(benchmark, request.node.stash[_CLOCK], settings, session, request.node.nodeid)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    outcome = yield
+    report = outcome.get_result()
+    if call.excinfo is not None and isinstance(call.excinfo.value, PerfCIError):
+        report.longrepr = str(call.excinfo.value)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    from perfci.report import github_outputs, terminal_table
+
+    session = config.stash.get(_SESSION, None)
+    if session is None or not session.outcomes:
+        return
+    verdict = session.verdict(config.stash.get(_SELECTED, set()))
+    terminalreporter.write_sep("=", "perfci")
+    terminalreporter.write_line(terminal_table(verdict, session.fingerprint, session.baseline_note))
+    if os.environ.get("GITHUB_ACTIONS") == "true" or os.environ.get("GITHUB_STEP_SUMMARY"):
+        github_outputs(verdict, session.fingerprint, Path.cwd())

@@ -1,0 +1,84 @@
+"""Run the benchmark suite in a fresh pytest process and collect its result file."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfci.errors import EXIT_INFRASTRUCTURE, EXIT_USAGE, InfrastructureError, UsageError
+
+DEFAULT_SUITE = "tests/perf"
+RESULTS_DIR = Path(".perfci/results")
+
+# pytest's own exit codes
+PYTEST_OK, PYTEST_FAILED, PYTEST_INTERRUPTED, PYTEST_INTERNAL, PYTEST_USAGE, PYTEST_NO_TESTS = range(6)
+
+
+@dataclass(frozen=True)
+class SuiteRun:
+    results_path: Path
+    pytest_exit: int
+    command: tuple[str, ...]
+
+
+def results_path(results_dir: Path = RESULTS_DIR, tag: str = "run") -> Path:
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    return Path(results_dir) / f"{stamp}_{tag}.json"
+
+
+def has_path_argument(pytest_args: list[str]) -> bool:
+    """True when the user named test files/dirs (so the default suite is not added)."""
+    takes_value = {"-k", "-m", "-p", "-c", "-o", "--rootdir", "--confcutdir", "--deselect", "--ignore"}
+    skip = False
+    for arg in pytest_args:
+        if skip:
+            skip = False
+            continue
+        if arg in takes_value:
+            skip = True
+            continue
+        if not arg.startswith("-") and (Path(arg.split("::")[0]).exists()):
+            return True
+    return False
+
+
+def run_suite(pytest_args: list[str], *, out: Path, baselines: Path | None, extra: list[str] | None = None,
+              quiet: bool = False) -> SuiteRun:
+    """Run pytest on the suite in a child process (fresh CUDA context, clean state)."""
+    args = list(pytest_args)
+    if not has_path_argument(args):
+        if not Path(DEFAULT_SUITE).is_dir():
+            raise UsageError(f"no test path given and the default suite {DEFAULT_SUITE}/ does not exist here",
+                             hint="run from the project root or name the tests: perfci run path/to/tests")
+        args.insert(0, DEFAULT_SUITE)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "pytest", *args, f"--benchmark-json={out}", "--benchmark-save-data"]
+    if baselines is not None:
+        command.append(f"--perfci-baselines={baselines}")
+    command += extra or []
+    if quiet:
+        command.append("-q")
+    env = dict(os.environ)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    try:
+        completed = subprocess.run(command, env=env, check=False)
+    except OSError as exc:
+        raise InfrastructureError(f"could not start pytest: {exc}") from None
+    except KeyboardInterrupt:
+        raise InfrastructureError("interrupted") from None
+    return SuiteRun(results_path=out, pytest_exit=completed.returncode, command=tuple(command))
+
+
+def pytest_exit_to_perfci(code: int) -> int | None:
+    """Map pytest's exit codes that settle the outcome alone; None: read the results."""
+    if code == PYTEST_USAGE:
+        return EXIT_USAGE
+    if code == PYTEST_NO_TESTS:
+        return EXIT_USAGE
+    if code in (PYTEST_INTERRUPTED, PYTEST_INTERNAL) or code < 0 or code > PYTEST_NO_TESTS:
+        return EXIT_INFRASTRUCTURE
+    return None

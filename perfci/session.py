@@ -1,0 +1,53 @@
+"""The state of one pytest session of perfci: one object, registered with the plugin manager."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfci.annotate import Ranges
+from perfci.fingerprint import Fingerprint, slugify
+from perfci.gate import BenchmarkOutcome, RunVerdict, environment_drift, judge
+from perfci.measurement import Measurement
+from perfci.results import ResultFile, bench_from_info
+from perfci.settings import PerfSettings
+
+
+@dataclass
+class PerfSession:
+    fingerprint: Fingerprint
+    settings: PerfSettings
+    baseline: ResultFile | None = None
+    baseline_note: str = ""
+    ranges: Ranges = field(default_factory=Ranges)
+    outcomes: list[BenchmarkOutcome] = field(default_factory=list)
+    executed: set[str] = field(default_factory=set)
+
+    def profile(self, call: Callable[[], Any], test: str, settings: PerfSettings) -> Any:
+        from perfci.trace import profile_call
+
+        trace_path = None
+        if settings.trace_dir is not None:
+            trace_path = Path(settings.trace_dir) / f"{slugify(test)}.json"
+        with self.ranges.range(f"{test} [profile]"):
+            return profile_call(call, calls=settings.profile_calls, label=test, trace_path=trace_path)
+
+    def judge(self, name: str, measurement: Measurement, profile: Any, settings: PerfSettings,
+              extra_info: dict[str, Any]) -> BenchmarkOutcome:
+        new = bench_from_info(name, extra_info)
+        base = self.baseline.benchmarks.get(name) if self.baseline else None
+        drift = environment_drift(self.baseline.fingerprint, self.fingerprint.machine_info()) if self.baseline else ()
+        outcome = judge(new, base, compared=self.baseline is not None, forbid=settings.forbid,
+                        expect=dict(settings.expect), threshold=settings.threshold, drift=drift)
+        self.outcomes.append(outcome)
+        self.executed.add(name)
+        return outcome
+
+    def verdict(self, selected: set[str]) -> RunVerdict:
+        """The run's verdict; baseline entries that were selected but did not run are MISSING."""
+        missing: tuple[str, ...] = ()
+        if self.baseline is not None:
+            missing = tuple(sorted(n for n in self.baseline.benchmarks if n in selected and n not in self.executed))
+        return RunVerdict(outcomes=tuple(self.outcomes), missing=missing)

@@ -1,0 +1,61 @@
+"""Small, dependency-free statistics shared by the timing and compare stages."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+# two-sided normal quantiles for the confidence levels perfci uses
+_Z = {0.90: 1.6449, 0.95: 1.9600, 0.99: 2.5758, 0.999: 3.2905}
+
+
+def z_value(confidence: float) -> float:
+    """Two-sided standard-normal quantile for ``confidence`` (0.90, 0.95, 0.99 or 0.999)."""
+    try:
+        return _Z[round(confidence, 3)]
+    except KeyError:
+        raise ValueError(f"confidence must be one of {sorted(_Z)}, got {confidence}") from None
+
+
+def median(values: Sequence[float]) -> float:
+    if not values:
+        raise ValueError("median of no values")
+    ordered = sorted(values)
+    n = len(ordered)
+    mid = n // 2
+    return ordered[mid] if n % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
+
+
+def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free confidence interval of the median from order statistics.
+
+    Uses the normal approximation to the binomial for the ranks; with fewer than 6 values the
+    interval is the full range (the data cannot say more).
+    """
+    ordered = sorted(values)
+    n = len(ordered)
+    if n == 0:
+        raise ValueError("interval of no values")
+    if n < 6:
+        return ordered[0], ordered[-1]
+    half_width = z_value(confidence) * math.sqrt(n) / 2.0
+    lo = max(0, math.floor(n / 2.0 - half_width) - 1)
+    hi = min(n - 1, math.ceil(n / 2.0 + half_width))
+    return ordered[lo], ordered[hi]
+
+
+def relative_median_halfwidth(values: Sequence[float], confidence: float = 0.95) -> float:
+    """Half the width of the median's confidence interval, over the median (inf when undefined)."""
+    if len(values) < 2:
+        return math.inf
+    lo, hi = median_interval(values, confidence)
+    mid = median(values)
+    if mid <= 0:
+        return math.inf
+    return (hi - lo) / (2.0 * mid)
+
+
+def spread(values: Sequence[float]) -> float:
+    """(max - min) / median: the spread figure used across fresh processes."""
+    mid = median(values)
+    return (max(values) - min(values)) / mid if mid > 0 else math.inf

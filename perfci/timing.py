@@ -1,0 +1,363 @@
+"""Timing stage: measure a callable's device time behind a ``Timer`` chosen by name.
+
+- ``graph`` (default on GPU): N calls captured in one CUDA graph, replays timed with CUDA events,
+  back to back in batches; no synchronisation inside the timed region. Falls back to ``event``,
+  with the reason recorded, when capture fails (host syncs, capture-unsafe calls).
+- ``event``: CUDA events around each call; optional L2 flush before each call (cold cache).
+- ``wall``: host ``perf_counter`` (no GPU), labelled as such everywhere; on a GPU it synchronises
+  after each call, because that mode requires it.
+
+All timers share one adaptive engine: warm up until batch medians settle, then sample until the
+median's relative confidence half-width is under the target (or a time/sample cap), keeping every
+raw sample. SM clocks are read through NVML during sampling so that compute-bound work can be
+compared at a reference clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from perfci import stats
+from perfci.errors import UsageError
+from perfci.measurement import Measurement, SamplingPolicy
+from perfci.nvml import DISTURBING_REASONS, ClockSampler, ClockSnapshot, Nvml
+
+TIMER_NAMES = ("auto", "graph", "event", "wall")
+Clock = Callable[[], float]
+BatchRunner = Callable[[int], list[float]]
+Annotate = Callable[[], AbstractContextManager[None]]
+
+
+class Timer(Protocol):
+    name: str
+
+    def measure(self, fn: Callable[[], Any], policy: SamplingPolicy) -> Measurement: ...
+
+
+@dataclass(frozen=True)
+class EngineResult:
+    samples_ms: tuple[float, ...]
+    batch_windows: tuple[tuple[float, float, int], ...]  # (host t0, host t1, samples in batch)
+    stop_reason: str
+    rel_ci: float
+    warmup_s: float
+    warmup_settled: bool
+    sampling_s: float
+
+
+def run_engine(run_batch: BatchRunner, sample_cost_s: float, policy: SamplingPolicy,
+               clock: Clock = time.perf_counter) -> EngineResult:
+    """Warm up, then sample adaptively. ``run_batch(k)`` returns k per-call times in ms."""
+    per_batch = max(1, min(policy.max_samples, int(policy.batch_time_s / max(sample_cost_s, 1e-9))))
+
+    start = clock()
+    previous: float | None = None
+    settled_runs = 0
+    settled = False
+    while True:
+        batch = run_batch(per_batch)
+        current = stats.median(batch)
+        elapsed = clock() - start
+        if previous is not None and abs(current - previous) <= policy.warmup_tolerance * current:
+            settled_runs += 1
+        else:
+            settled_runs = 0
+        previous = current
+        if elapsed >= policy.warmup_min_s and settled_runs >= 2:
+            settled = True
+            break
+        if elapsed >= policy.warmup_max_s:
+            break
+    warmup_s = clock() - start
+
+    samples: list[float] = []
+    windows: list[tuple[float, float, int]] = []
+    t_start = clock()
+    rel_ci = math.inf
+    while True:
+        t0 = clock()
+        batch = run_batch(min(per_batch, policy.max_samples - len(samples)))
+        t1 = clock()
+        samples.extend(batch)
+        windows.append((t0, t1, len(batch)))
+        elapsed = t1 - t_start
+        if len(samples) >= policy.min_samples:
+            rel_ci = stats.relative_median_halfwidth(samples, policy.confidence)
+        if len(samples) >= policy.max_samples:
+            reason = "max_samples"
+            break
+        if elapsed >= policy.max_time_s:
+            reason = "time_cap"
+            break
+        if (len(samples) >= policy.min_samples and elapsed >= policy.min_time_s
+                and rel_ci <= policy.target_rel_ci):
+            reason = "precision"
+            break
+    return EngineResult(tuple(samples), tuple(windows), reason, rel_ci, warmup_s, settled,
+                        clock() - t_start)
+
+
+class WallTimer:
+    """Host wall clock. On a GPU each call is followed by a synchronise (the mode requires it)."""
+
+    name = "wall"
+
+    def __init__(self, clock: Clock = time.perf_counter, synchronize: Callable[[], None] | None = None,
+                 device: str = "cpu", annotate: Annotate = nullcontext) -> None:
+        self._annotate = annotate
+        self._clock = clock
+        self._sync = synchronize
+        self._device = device
+
+    def measure(self, fn: Callable[[], Any], policy: SamplingPolicy) -> Measurement:
+        clock, sync, annotate = self._clock, self._sync, self._annotate
+
+        def run_batch(k: int) -> list[float]:
+            out = []
+            for _ in range(k):
+                with annotate():
+                    t0 = clock()
+                    fn()
+                    if sync is not None:
+                        sync()
+                    out.append((clock() - t0) * 1e3)
+            return out
+
+        t0 = clock()
+        fn()
+        if sync is not None:
+            sync()
+        cost = max(clock() - t0, 1e-7)
+        result = run_engine(run_batch, cost, policy, clock)
+        noise = _precision_noise(result, policy)
+        return Measurement(
+            timer="wall", device=self._device, samples_ms=result.samples_ms, calls_per_sample=1,
+            stop_reason=result.stop_reason, rel_ci=result.rel_ci, warmup_s=result.warmup_s,
+            warmup_settled=result.warmup_settled, noise_reasons=noise,
+            normalization="none", normalization_reason="host wall clock", sampling_s=result.sampling_s,
+        )
+
+
+class _CudaTimerBase:
+    def __init__(self, device_index: int | None = None, annotate: Annotate = nullcontext) -> None:
+        import torch
+
+        self._annotate = annotate
+        self._torch = torch
+        self._index = torch.cuda.current_device() if device_index is None else device_index
+        self._nvml = Nvml.for_torch_device(self._index)
+        self._device = f"cuda:{self._index} {torch.cuda.get_device_name(self._index)}"
+
+    def _finish(self, name: str, result: EngineResult, calls: int, policy: SamplingPolicy,
+                sampler: ClockSampler | None, before: ClockSnapshot | None, mid: list[ClockSnapshot],
+                fallback: str | None = None, l2_flush: bool = False) -> Measurement:
+        after = self._nvml.snapshot() if self._nvml else None
+        clocks: tuple[float, ...] = ()
+        if sampler is not None:
+            per_batch = []
+            for t0, t1, n in result.batch_windows:
+                mhz = sampler.mean_between(t0, t1)
+                per_batch.append((mhz, n))
+            if all(m is not None for m, _ in per_batch):
+                clocks = tuple(float(m) for m, n in per_batch for _ in range(n))
+        snaps = [s for s in [before, *mid, after] if s is not None]
+        reasons_seen = tuple(sorted({r for s in snaps for r in s.throttle_reasons}))
+        noise = list(_precision_noise(result, policy))
+        disturbing = sorted(set(reasons_seen) & DISTURBING_REASONS)
+        if disturbing:
+            noise.append("throttled: " + ", ".join(disturbing))
+        others = max((s.other_processes for s in snaps), default=0)
+        if others:
+            noise.append(f"{others} other process(es) used the GPU during the measurement")
+        if clocks and min(clocks) < 0.85 * max(clocks):
+            noise.append(f"SM clock moved {min(clocks):.0f}-{max(clocks):.0f} MHz during sampling")
+        return Measurement(
+            timer=name, device=self._device, samples_ms=result.samples_ms, calls_per_sample=calls,
+            stop_reason=result.stop_reason, rel_ci=result.rel_ci, warmup_s=result.warmup_s,
+            warmup_settled=result.warmup_settled, l2_flush=l2_flush, fallback_reason=fallback,
+            sample_sm_clock_mhz=clocks, clocks_before=before, clocks_after=after,
+            throttle_reasons=reasons_seen, noise_reasons=tuple(noise), sampling_s=result.sampling_s,
+        )
+
+    def _estimate_call_s(self, fn: Callable[[], Any], calls: int = 3) -> float:
+        torch = self._torch
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        end.synchronize()
+        return max(start.elapsed_time(end) / 1e3 / calls, 1e-7)
+
+    def _sampled(self, name: str, run_batch: BatchRunner, cost_s: float, calls: int,
+                 policy: SamplingPolicy, **kw: Any) -> Measurement:
+        before = self._nvml.snapshot() if self._nvml else None
+        mid: list[ClockSnapshot] = []
+
+        def batch_with_snapshots(k: int) -> list[float]:
+            out = run_batch(k)
+            if self._nvml is not None and len(mid) < 64:
+                snap = self._nvml.snapshot()
+                if snap is not None:
+                    mid.append(snap)
+            return out
+
+        if self._nvml is None:
+            result = run_engine(batch_with_snapshots, cost_s, policy)
+            return self._finish(name, result, calls, policy, None, before, mid, **kw)
+        with ClockSampler(self._nvml) as sampler:
+            result = run_engine(batch_with_snapshots, cost_s, policy)
+        return self._finish(name, result, calls, policy, sampler, before, mid, **kw)
+
+
+class EventTimer(_CudaTimerBase):
+    """CUDA events around each call; with ``l2_flush`` a buffer twice the L2 size is zeroed first."""
+
+    name = "event"
+
+    def measure(self, fn: Callable[[], Any], policy: SamplingPolicy,
+                fallback_reason: str | None = None) -> Measurement:
+        torch = self._torch
+        flush_buf = None
+        if policy.l2_flush:
+            l2 = getattr(torch.cuda.get_device_properties(self._index), "L2_cache_size", 0) or 64 * 2**20
+            flush_buf = torch.empty(2 * l2 // 4, dtype=torch.int32, device=f"cuda:{self._index}")
+        cost_s = self._estimate_call_s(fn)
+        annotate = self._annotate
+
+        def run_batch(k: int) -> list[float]:
+            events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                      for _ in range(k)]
+            for start, end in events:
+                if flush_buf is not None:
+                    flush_buf.zero_()
+                with annotate():
+                    start.record()
+                    fn()
+                    end.record()
+            events[-1][1].synchronize()
+            return [start.elapsed_time(end) for start, end in events]
+
+        return self._sampled("event", run_batch, cost_s, 1, policy, fallback=fallback_reason,
+                             l2_flush=policy.l2_flush)
+
+
+class GraphTimer(_CudaTimerBase):
+    """N calls captured in one CUDA graph; each replay timed with events, back to back."""
+
+    name = "graph"
+
+    def measure(self, fn: Callable[[], Any], policy: SamplingPolicy) -> Measurement:
+        torch = self._torch
+        if policy.l2_flush:
+            raise UsageError("timer='graph' replays back to back and cannot flush L2 between calls",
+                             hint="use timer='event' with l2_flush=True for cold-cache timing")
+        call_s = self._estimate_call_s(fn)
+        calls = int(min(policy.max_calls_per_replay,
+                        max(1, round(policy.replay_target_ms / 1e3 / call_s))))
+        try:
+            graph = self._capture(fn, calls)
+        except Exception as exc:  # capture is refused by syncs, host reads, unsafe allocations...
+            reason = f"CUDA graph capture failed: {type(exc).__name__}: {_first_line(exc)}"
+            with contextlib.suppress(Exception):
+                torch.cuda.synchronize()
+            return EventTimer(self._index, self._annotate).measure(fn, policy, fallback_reason=reason)
+        annotate = self._annotate
+
+        def run_batch(k: int) -> list[float]:
+            events = [torch.cuda.Event(enable_timing=True) for _ in range(k + 1)]
+            events[0].record()
+            for i in range(k):
+                with annotate():
+                    graph.replay()
+                events[i + 1].record()
+            events[-1].synchronize()
+            return [events[i].elapsed_time(events[i + 1]) / calls for i in range(k)]
+
+        return self._sampled("graph", run_batch, call_s * calls, calls, policy)
+
+    def _capture(self, fn: Callable[[], Any], calls: int) -> Any:
+        torch = self._torch
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            fn()
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(calls):
+                fn()
+        graph.replay()
+        torch.cuda.synchronize()
+        return graph
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else ""
+
+
+def _precision_noise(result: EngineResult, policy: SamplingPolicy) -> tuple[str, ...]:
+    reasons = []
+    if not result.warmup_settled:
+        reasons.append(f"warm-up did not settle within {policy.warmup_max_s:g} s")
+    if result.rel_ci > 4 * policy.target_rel_ci:
+        reasons.append(
+            f"median known only to +/-{result.rel_ci:.1%} after {len(result.samples_ms)} samples "
+            f"({result.stop_reason})"
+        )
+    return tuple(reasons)
+
+
+def make_timer(name: str, *, gpu_available: bool, l2_flush: bool = False,
+               annotate: Annotate = nullcontext) -> Timer:
+    """The timer for ``name`` ('auto' picks graph on GPU, event when L2 is flushed, wall on CPU)."""
+    if name not in TIMER_NAMES:
+        raise UsageError(f"unknown timer {name!r}", hint=f"choose one of {', '.join(TIMER_NAMES)}")
+    if name == "auto":
+        name = ("event" if l2_flush else "graph") if gpu_available else "wall"
+    if name in ("graph", "event") and not gpu_available:
+        raise UsageError(f"timer {name!r} needs a CUDA GPU and none is visible",
+                         hint="use timer='wall' or 'auto' on a machine without a GPU")
+    if name == "graph":
+        return GraphTimer(annotate=annotate)
+    if name == "event":
+        return EventTimer(annotate=annotate)
+    if gpu_available:
+        import torch
+
+        return WallTimer(synchronize=torch.cuda.synchronize, device="cuda (host wall clock)",
+                         annotate=annotate)
+    return WallTimer(annotate=annotate)
+
+
+def choose_normalization(measurement: Measurement, policy: SamplingPolicy, *, bytes_moved: int | None,
+                         peak_bandwidth_gbps: float | None,
+                         reference_sm_clock_mhz: float | None) -> Measurement:
+    """Decide whether comparisons use time at a reference SM clock, and record why."""
+    from dataclasses import replace
+
+    def keep(reason: str) -> Measurement:
+        return replace(measurement, normalization="none", normalization_reason=reason)
+
+    if measurement.timer == "wall":
+        return keep("host wall clock")
+    if policy.normalize == "none":
+        return keep("normalisation off (normalize='none')")
+    if not measurement.sample_sm_clock_mhz or not reference_sm_clock_mhz:
+        return keep("SM clock not readable through NVML")
+    if policy.normalize == "auto" and bytes_moved and peak_bandwidth_gbps:
+        achieved = bytes_moved / (measurement.median_ms * 1e-3) / 1e9
+        if achieved >= 0.5 * peak_bandwidth_gbps:
+            return keep(f"memory-bound ({achieved:.0f} GB/s, {achieved / peak_bandwidth_gbps:.0%} of peak): "
+                        "the SM clock does not set its speed")
+    return replace(measurement, normalization="sm_clock", reference_sm_clock_mhz=reference_sm_clock_mhz,
+                   normalization_reason=f"compared at {reference_sm_clock_mhz:.0f} MHz (the card's max SM "
+                   "clock): time x measured clock / reference")

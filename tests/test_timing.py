@@ -1,0 +1,154 @@
+"""The timing engine with a fake clock, and the wall timer on real code."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import pytest
+
+from perfci import stats
+from perfci.errors import UsageError
+from perfci.measurement import Measurement, SamplingPolicy
+from perfci.timing import WallTimer, choose_normalization, make_timer, run_engine
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def fake_batches(clock: FakeClock, times_ms):
+    """run_batch over an iterator of per-call times; advances the fake clock by each call."""
+    it = iter(times_ms)
+
+    def run_batch(k: int) -> list[float]:
+        out = [next(it) for _ in range(k)]
+        clock.now += sum(out) / 1e3
+        return out
+
+    return run_batch
+
+
+def test_warmup_waits_until_batch_medians_settle():
+    clock = FakeClock()
+    # the first 2000 calls speed up from 3 ms to 1 ms (clocks ramping up), then it is steady
+    times = itertools.chain((3.0 - 2.0 * i / 2000 for i in range(2000)), itertools.repeat(1.0))
+    policy = SamplingPolicy(warmup_min_s=0.0, warmup_max_s=100.0, batch_time_s=0.05, min_time_s=0.1)
+    result = run_engine(fake_batches(clock, times), 1e-3, policy, clock)
+    assert result.warmup_settled
+    # every recorded sample is after the ramp
+    assert set(result.samples_ms) == {1.0}
+    assert result.warmup_s >= 2000 * 2.0 / 1e3  # the whole ramp was spent warming up
+
+
+def test_warmup_cap_is_recorded_when_never_settling():
+    clock = FakeClock()
+    # batch medians alternate between 1 and 1.5 ms forever (batches of 5 calls)
+    times = (1.0 + 0.5 * ((i // 5) % 2) for i in itertools.count())
+    policy = SamplingPolicy(warmup_min_s=0.0, warmup_max_s=0.5, batch_time_s=0.005, min_time_s=0.0, max_time_s=0.5)
+    result = run_engine(fake_batches(clock, times), 1e-3, policy, clock)
+    assert not result.warmup_settled
+    assert 0.5 <= result.warmup_s < 0.6
+
+
+def test_stops_on_precision_once_min_time_reached():
+    clock = FakeClock()
+    rng = random.Random(2)
+    times = (1.0 + rng.gauss(0, 0.001) for _ in itertools.count())
+    policy = SamplingPolicy(warmup_min_s=0.0, min_time_s=0.2, max_time_s=10.0, target_rel_ci=0.005)
+    result = run_engine(fake_batches(clock, times), 1e-3, policy, clock)
+    assert result.stop_reason == "precision"
+    assert result.rel_ci <= 0.005
+    assert 0.2 <= result.sampling_s < 0.3
+
+
+def test_noisy_samples_run_to_the_time_cap_and_keep_every_sample():
+    clock = FakeClock()
+    rng = random.Random(3)
+    times = (rng.uniform(0.5, 1.5) for _ in itertools.count())
+    policy = SamplingPolicy(warmup_min_s=0.0, warmup_max_s=0.05, min_time_s=0.0, max_time_s=0.3,
+                            target_rel_ci=0.0001, max_samples=100000)
+    result = run_engine(fake_batches(clock, times), 1e-3, policy, clock)
+    assert result.stop_reason == "time_cap"
+    assert result.rel_ci > 0.0001
+    assert sum(n for _, _, n in result.batch_windows) == len(result.samples_ms)
+    assert math.isclose(sum(result.samples_ms) / 1e3, result.sampling_s, rel_tol=0.02)
+
+
+def test_max_samples_caps_sampling():
+    clock = FakeClock()
+    policy = SamplingPolicy(warmup_min_s=0.0, min_time_s=0.0, max_time_s=100.0, min_samples=5, max_samples=50,
+                            target_rel_ci=1e-9)
+    rng = random.Random(4)
+    result = run_engine(fake_batches(clock, (rng.uniform(1, 2) for _ in itertools.count())), 1e-3, policy, clock)
+    assert result.stop_reason == "max_samples"
+    assert len(result.samples_ms) == 50
+
+
+def test_wall_timer_measures_real_sleep_and_is_labelled():
+    import time
+
+    policy = SamplingPolicy(warmup_min_s=0.0, warmup_max_s=0.05, min_time_s=0.05, max_time_s=0.3,
+                            target_rel_ci=0.05, min_samples=5)
+    m = WallTimer().measure(lambda: time.sleep(0.002), policy)
+    assert m.timer == "wall" and "not device time" in m.label()
+    assert 1.9 <= m.median_ms <= 10.0
+    assert m.normalization == "none"
+
+
+def test_make_timer_choices():
+    assert make_timer("auto", gpu_available=False).name == "wall"
+    with pytest.raises(UsageError, match="needs a CUDA GPU"):
+        make_timer("graph", gpu_available=False)
+    with pytest.raises(UsageError, match="unknown timer"):
+        make_timer("cuda", gpu_available=False)
+
+
+def _measurement(samples, clocks=()) -> Measurement:
+    return Measurement(timer="graph", device="cuda:0 test", samples_ms=tuple(samples), calls_per_sample=10,
+                       stop_reason="precision", rel_ci=0.001, warmup_s=0.5, warmup_settled=True,
+                       sample_sm_clock_mhz=tuple(clocks))
+
+
+def test_normalisation_scales_compute_bound_samples_to_the_reference_clock():
+    m = _measurement([2.0, 2.0, 2.2], clocks=[1000, 1000, 900])
+    n = choose_normalization(m, SamplingPolicy(), bytes_moved=None, peak_bandwidth_gbps=3000,
+                             reference_sm_clock_mhz=2000)
+    assert n.normalization == "sm_clock"
+    assert n.gated_samples_ms == pytest.approx((1.0, 1.0, 0.99))
+    assert n.samples_ms == m.samples_ms  # raw kept
+
+
+def test_normalisation_skips_memory_bound_and_unreadable_clocks():
+    # 3 GB in 1.2 ms = 2500 GB/s, over half of a 3000 GB/s peak: memory-bound
+    m = _measurement([1.2] * 5, clocks=[1500] * 5)
+    n = choose_normalization(m, SamplingPolicy(), bytes_moved=3 * 10**9, peak_bandwidth_gbps=3000,
+                             reference_sm_clock_mhz=2000)
+    assert n.normalization == "none" and "memory-bound" in n.normalization_reason
+    assert n.gated_samples_ms == m.samples_ms
+    no_clock = choose_normalization(_measurement([1.0] * 5), SamplingPolicy(), bytes_moved=None,
+                                    peak_bandwidth_gbps=None, reference_sm_clock_mhz=2000)
+    assert no_clock.normalization == "none" and "NVML" in no_clock.normalization_reason
+
+
+def test_summary_thins_samples_but_keeps_the_median():
+    rng = random.Random(5)
+    samples = [rng.uniform(1, 2) for _ in range(5000)]
+    summary = _measurement(samples).to_summary()
+    assert len(summary["gated_samples_ms"]) == 1000
+    assert summary["n_samples"] == 5000
+    assert abs(stats.median(summary["gated_samples_ms"]) - stats.median(samples)) < 0.06
+
+
+def test_policy_validation():
+    with pytest.raises(ValueError):
+        SamplingPolicy(target_rel_ci=0)
+    with pytest.raises(ValueError):
+        SamplingPolicy(min_time_s=5, max_time_s=1)
+    with pytest.raises(ValueError):
+        SamplingPolicy(normalize="cycles")
