@@ -90,7 +90,8 @@ def make_baseline(runs: list[ResultFile], *, gpu: str, force: bool = False) -> d
         if run.gpu != gpu:
             raise BadInputError(f"result file {run.path} was measured on {run.gpu}, not {gpu}",
                                 hint="baselines are written for the GPU of this machine only")
-        noisy = [b.name for b in run.benchmarks.values() if b.noisy]
+        # host wall-clock timings (CPU mode) are never gated, so their noise does not matter here
+        noisy = [b.name for b in run.benchmarks.values() if b.noisy and b.device_time]
         if noisy and not force:
             raise UsageError(f"{run.path}: {len(noisy)} benchmark(s) were NOISY (e.g. {noisy[0]}): "
                              "not writing a baseline from them",

@@ -12,6 +12,7 @@ from typing import Any
 from perfci.baseline import describe_available, load_for_gpu
 from perfci.errors import BadInputError
 from perfci.fingerprint import Fingerprint
+from perfci.results import ResultFile
 from perfci.session import PerfSession
 from perfci.settings import PerfSettings
 
@@ -63,17 +64,9 @@ def make_session(getoption: Callable[[str], Any], fingerprint: Fingerprint) -> P
         if baseline is None:
             session.baseline_note = (f"no baseline for {fingerprint.slug} in {root} "
                                      f"({describe_available(Path(root))}); every benchmark is NEW")
-            session.baseline = _empty_baseline(Path(root), fingerprint)
+            session.baseline = ResultFile.empty(Path(root) / fingerprint.slug, fingerprint.slug)
         else:
             session.baseline = baseline
             session.baseline_note = f"compared with {baseline.path}"
     return session
-
-
-def _empty_baseline(root: Path, fingerprint: Fingerprint) -> Any:
-    from perfci.results import ResultFile
-
-    return ResultFile(path=root / fingerprint.slug, gpu=fingerprint.slug, fingerprint={}, benchmarks={},
-                      header={"schema_version": 1})
-
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from perfci import __version__
-from perfci.errors import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, PerfCIError, UsageError
+from perfci.errors import EXIT_USAGE, PerfCIError, UsageError
 
 EPILOG = "exit codes: 0 no regression, 1 regression, 2 usage or bad input, 3 infrastructure (GPU/tool missing)"
 
@@ -83,6 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args, rest = parser.parse_known_args(args_list)
+        if rest[:1] == ["--"]:  # `perfci run -- -k gemm`: everything after -- goes to pytest
+            rest = rest[1:]
         if args.verb is None:
             parser.print_help()
             return EXIT_USAGE
@@ -99,9 +100,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("perfci: interrupted", file=sys.stderr)
         return 3
 
-
-def print_json(data: object) -> None:
-    print(json.dumps(data, indent=1))
-
-
-__all__ = ["EXIT_OK", "EXIT_REGRESSION", "build_parser", "main"]

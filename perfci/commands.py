@@ -64,6 +64,7 @@ def cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
                 raise BadInputError(f"no baseline for {fp.slug} in {baselines}",
                                     hint=describe_available(baselines) + "; write one with `perfci baseline update`")
             print(f"perfci: no baseline for {fp.slug} ({describe_available(baselines)}): every benchmark is NEW")
+            baseline = ResultFile.empty(baselines / fp.slug, fp.slug)
     suite = run_suite(rest, out=results_path(args.results_dir), baselines=baselines)
     settled = pytest_exit_to_perfci(suite.pytest_exit)
     if settled is not None:
@@ -74,8 +75,8 @@ def cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
     if not suite.results_path.exists():
         raise InfrastructureError(f"pytest wrote no result file ({suite.results_path})")
     new = load_results(suite.results_path)
-    verdict = judge_files(new, baseline) if baselines is not None else judge_files(new, None)
-    paths = write_report([r for r in (baseline, new) if r is not None], verdict, args.report_dir,
+    verdict = judge_files(new, baseline)
+    paths = write_report([r for r in (baseline, new) if r is not None and r.benchmarks], verdict, args.report_dir,
                          f"perfci run on {fp.name}")
     print(terminal_table(verdict, fp))
     print(f"perfci: results {suite.results_path}; report {', '.join(str(p) for p in paths)}")

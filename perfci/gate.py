@@ -52,7 +52,7 @@ class BenchmarkOutcome:
             return "STRUCTURE"
         if self.comparison is None:
             return "UNCOMPARED"
-        return self.comparison.verdict.value
+        return self.comparison.verdict.value.upper()
 
     def evidence(self) -> str:
         """Multi-line explanation shown in the failing test and in reports."""
@@ -60,12 +60,13 @@ class BenchmarkOutcome:
         c = self.comparison
         if c is not None and c.ratio is not None:
             lines.append(
-                f"  timing: {c.verdict.value} {c.change_pct:+.2f}% (median {format_time_ms(c.base_median_ms)} -> "
+                f"  timing: {c.verdict.value.upper()} {c.change_pct:+.2f}% "
+                f"(median {format_time_ms(c.base_median_ms)} -> "
                 f"{format_time_ms(c.new_median_ms)}; interval {(c.ratio_low - 1) * 100:+.2f}%..."
                 f"{(c.ratio_high - 1) * 100:+.2f}%; fails above +{c.min_effect:.1%})"
             )
         elif c is not None:
-            lines.append(f"  timing: {c.verdict.value}")
+            lines.append(f"  timing: {c.verdict.value.upper()}")
         if c is not None:
             lines.extend(f"    {r}" for r in c.reasons)
         if not self.device_time:

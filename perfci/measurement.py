@@ -128,6 +128,7 @@ class Measurement:
             "normalization_reason": self.normalization_reason,
             "reference_sm_clock_mhz": self.reference_sm_clock_mhz,
             "median_sm_clock_mhz": round(clocks, 1) if clocks else None,
+            "clock_source": self.extra.get("clock_source"),
             "sm_clock_range_mhz": (
                 [min(self.sample_sm_clock_mhz), max(self.sample_sm_clock_mhz)]
                 if self.sample_sm_clock_mhz

@@ -7,8 +7,6 @@ that the clocks were not read. Nothing here changes the card's settings.
 from __future__ import annotations
 
 import os
-import threading
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,44 +128,3 @@ def _nvml_index(torch_index: int) -> int:
         if torch_index < len(entries) and entries[torch_index].isdigit():
             return int(entries[torch_index])
     return torch_index
-
-
-class ClockSampler:
-    """Polls the SM clock in a background thread; ``mean_between(t0, t1)`` averages a window.
-
-    Windows are host ``time.perf_counter`` seconds. Used to give each timing sample the SM clock
-    it ran at, so compute-bound work can be compared in cycles rather than in seconds.
-    """
-
-    def __init__(self, nvml: Nvml, period_s: float = 0.002) -> None:
-        self._nvml = nvml
-        self._period_s = period_s
-        self._readings: list[tuple[float, int]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="perfci-clock", daemon=True)
-
-    def __enter__(self) -> ClockSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=1.0)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            mhz = self._nvml.sm_clock_mhz()
-            if mhz:
-                self._readings.append((time.perf_counter(), int(mhz)))
-            self._stop.wait(self._period_s)
-
-    def mean_between(self, t0: float, t1: float) -> float | None:
-        window = [mhz for t, mhz in list(self._readings) if t0 <= t <= t1]
-        if not window:
-            # no reading fell inside: take the nearest one after t0
-            later = [mhz for t, mhz in list(self._readings) if t >= t0]
-            return float(later[0]) if later else None
-        return sum(window) / len(window)
-
-    def all_mhz(self) -> list[int]:
-        return [mhz for _, mhz in self._readings]

@@ -45,6 +45,11 @@ class ResultFile:
     header: dict[str, Any]
     raw: dict[str, Any] = field(compare=False, repr=False, default_factory=dict)
 
+    @classmethod
+    def empty(cls, path: Path, gpu: str) -> ResultFile:
+        """A baseline with no benchmarks: every benchmark compared with it is NEW."""
+        return cls(path=path, gpu=gpu, fingerprint={}, benchmarks={}, header={"schema_version": SCHEMA_VERSION})
+
 
 def read_json(path: Path, what: str = "result file") -> dict[str, Any]:
     if not path.exists():

@@ -53,7 +53,8 @@ class PerfSettings:
                 max_time_s=max_time_s,
                 l2_flush=bool(get("perfci_cold")),
                 normalize=str(get("perfci_normalize")),
-                warmup_max_s=min(base.policy.warmup_max_s, float(get("perfci_max_time"))),
+                warmup_max_s=min(base.policy.warmup_max_s, max_time_s),
+                warmup_min_s=min(base.policy.warmup_min_s, max_time_s),
             )
             threshold = parse_fraction(get("perfci_threshold"), what="--perfci-threshold")
         except ValueError as exc:

@@ -16,6 +16,7 @@ compared at a reference clock.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import time
 from collections.abc import Callable
@@ -24,9 +25,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from perfci import stats
+from perfci.clockprobe import make_probe
 from perfci.errors import UsageError
 from perfci.measurement import Measurement, SamplingPolicy
-from perfci.nvml import DISTURBING_REASONS, ClockSampler, ClockSnapshot, Nvml
+from perfci.nvml import DISTURBING_REASONS, ClockSnapshot, Nvml
 
 TIMER_NAMES = ("auto", "graph", "event", "wall")
 Clock = Callable[[], float]
@@ -145,6 +147,8 @@ class WallTimer:
 
 
 class _CudaTimerBase:
+    """Shared by the CUDA timers: pipelined batches, per-batch SM clock, NVML state, noise."""
+
     def __init__(self, device_index: int | None = None, annotate: Annotate = nullcontext) -> None:
         import torch
 
@@ -154,18 +158,76 @@ class _CudaTimerBase:
         self._nvml = Nvml.for_torch_device(self._index)
         self._device = f"cuda:{self._index} {torch.cuda.get_device_name(self._index)}"
 
-    def _finish(self, name: str, result: EngineResult, calls: int, policy: SamplingPolicy,
-                sampler: ClockSampler | None, before: ClockSnapshot | None, mid: list[ClockSnapshot],
-                fallback: str | None = None, l2_flush: bool = False) -> Measurement:
-        after = self._nvml.snapshot() if self._nvml else None
+    def _estimate_call_s(self, fn: Callable[[], Any], calls: int = 5) -> float:
+        """Per-call device time after a few untimed calls (first calls pay for compilation, handles)."""
+        torch = self._torch
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        end.synchronize()
+        return max(start.elapsed_time(end) / 1e3 / calls, 1e-7)
+
+    def _pipelined(self, name: str, enqueue: Callable[[int], list[tuple[Any, Any]]], calls: int, cost_s: float,
+                   policy: SamplingPolicy, **kw: Any) -> Measurement:
+        """Run the engine over batches that keep the GPU busy: batch i+1 is queued before batch i is read.
+
+        ``enqueue(k)`` queues k timed regions and returns their (start, end) event pairs. Before each
+        batch the in-band probe (or, without it, NVML while the GPU is busy) records the SM clock.
+        """
+        nvml = self._nvml
+        probe, clock_source = make_probe(f"cuda:{self._index}")
+        if probe is None and nvml is not None:
+            clock_source += "; NVML-reported clock used"
+        before = nvml.snapshot() if nvml else None
+        snaps: list[ClockSnapshot] = []
+        collected: list[tuple[int, float | None]] = []
+        pending: list[Any] = []
+        last_snapshot = [time.perf_counter()]
+
+        def submit(k: int) -> tuple[int | None, list[tuple[Any, Any]], float | None]:
+            slot = probe.enqueue() if probe is not None else None
+            pairs = enqueue(k)
+            mhz = nvml.sm_clock_mhz() if probe is None and nvml is not None else None
+            return slot, pairs, mhz
+
+        def run_batch(k: int) -> list[float]:
+            if not pending:
+                pending.append(submit(k))
+            new = submit(k)
+            slot, pairs, mhz = pending.pop()
+            pairs[-1][1].synchronize()
+            times = [start.elapsed_time(end) / calls for start, end in pairs]
+            if slot is not None:
+                mhz = probe.read([slot])[0]
+            collected.append((len(times), mhz))
+            pending.append(new)
+            now = time.perf_counter()
+            if nvml is not None and now - last_snapshot[0] > 0.5 and len(snaps) < 64:
+                snap = nvml.snapshot()  # the GPU is busy with the queued batch meanwhile
+                if snap is not None:
+                    snaps.append(snap)
+                last_snapshot[0] = now
+            return times
+
+        result = run_engine(run_batch, cost_s, policy)
+        for _, pairs, _ in pending:
+            pairs[-1][1].synchronize()
+        after = nvml.snapshot() if nvml else None
+        sampled = collected[len(collected) - len(result.batch_windows):]
         clocks: tuple[float, ...] = ()
-        if sampler is not None:
-            per_batch = []
-            for t0, t1, n in result.batch_windows:
-                mhz = sampler.mean_between(t0, t1)
-                per_batch.append((mhz, n))
-            if all(m is not None for m, _ in per_batch):
-                clocks = tuple(float(m) for m, n in per_batch for _ in range(n))
+        if sampled and all(m is not None and math.isfinite(m) for _, m in sampled):
+            clocks = tuple(float(m) for n, m in sampled for _ in range(n))
+        return self._finish(name, result, calls, policy, clocks, before, snaps, after,
+                            clock_source=clock_source if clocks else "SM clock not read: " + clock_source, **kw)
+
+    def _finish(self, name: str, result: EngineResult, calls: int, policy: SamplingPolicy, clocks: tuple[float, ...],
+                before: ClockSnapshot | None, mid: list[ClockSnapshot], after: ClockSnapshot | None,
+                clock_source: str, fallback: str | None = None, l2_flush: bool = False) -> Measurement:
         snaps = [s for s in [before, *mid, after] if s is not None]
         reasons_seen = tuple(sorted({r for s in snaps for r in s.throttle_reasons}))
         noise = list(_precision_noise(result, policy))
@@ -183,37 +245,8 @@ class _CudaTimerBase:
             warmup_settled=result.warmup_settled, l2_flush=l2_flush, fallback_reason=fallback,
             sample_sm_clock_mhz=clocks, clocks_before=before, clocks_after=after,
             throttle_reasons=reasons_seen, noise_reasons=tuple(noise), sampling_s=result.sampling_s,
+            extra={"clock_source": clock_source},
         )
-
-    def _estimate_call_s(self, fn: Callable[[], Any], calls: int = 3) -> float:
-        torch = self._torch
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        end.synchronize()
-        return max(start.elapsed_time(end) / 1e3 / calls, 1e-7)
-
-    def _sampled(self, name: str, run_batch: BatchRunner, cost_s: float, calls: int,
-                 policy: SamplingPolicy, **kw: Any) -> Measurement:
-        before = self._nvml.snapshot() if self._nvml else None
-        mid: list[ClockSnapshot] = []
-
-        def batch_with_snapshots(k: int) -> list[float]:
-            out = run_batch(k)
-            if self._nvml is not None and len(mid) < 64:
-                snap = self._nvml.snapshot()
-                if snap is not None:
-                    mid.append(snap)
-            return out
-
-        if self._nvml is None:
-            result = run_engine(batch_with_snapshots, cost_s, policy)
-            return self._finish(name, result, calls, policy, None, before, mid, **kw)
-        with ClockSampler(self._nvml) as sampler:
-            result = run_engine(batch_with_snapshots, cost_s, policy)
-        return self._finish(name, result, calls, policy, sampler, before, mid, **kw)
 
 
 class EventTimer(_CudaTimerBase):
@@ -231,25 +264,23 @@ class EventTimer(_CudaTimerBase):
         cost_s = self._estimate_call_s(fn)
         annotate = self._annotate
 
-        def run_batch(k: int) -> list[float]:
-            events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                      for _ in range(k)]
-            for start, end in events:
+        def enqueue(k: int) -> list[tuple[Any, Any]]:
+            pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(k)]
+            for start, end in pairs:
                 if flush_buf is not None:
                     flush_buf.zero_()
                 with annotate():
                     start.record()
                     fn()
                     end.record()
-            events[-1][1].synchronize()
-            return [start.elapsed_time(end) for start, end in events]
+            return pairs
 
-        return self._sampled("event", run_batch, cost_s, 1, policy, fallback=fallback_reason,
-                             l2_flush=policy.l2_flush)
+        return self._pipelined("event", enqueue, 1, cost_s, policy, fallback=fallback_reason,
+                               l2_flush=policy.l2_flush)
 
 
 class GraphTimer(_CudaTimerBase):
-    """N calls captured in one CUDA graph; each replay timed with events, back to back."""
+    """N calls captured in one CUDA graph; replays timed with events, back to back, GPU kept busy."""
 
     name = "graph"
 
@@ -259,8 +290,7 @@ class GraphTimer(_CudaTimerBase):
             raise UsageError("timer='graph' replays back to back and cannot flush L2 between calls",
                              hint="use timer='event' with l2_flush=True for cold-cache timing")
         call_s = self._estimate_call_s(fn)
-        calls = int(min(policy.max_calls_per_replay,
-                        max(1, round(policy.replay_target_ms / 1e3 / call_s))))
+        calls = int(min(policy.max_calls_per_replay, max(1, round(policy.replay_target_ms / 1e3 / call_s))))
         try:
             graph = self._capture(fn, calls)
         except Exception as exc:  # capture is refused by syncs, host reads, unsafe allocations...
@@ -270,17 +300,16 @@ class GraphTimer(_CudaTimerBase):
             return EventTimer(self._index, self._annotate).measure(fn, policy, fallback_reason=reason)
         annotate = self._annotate
 
-        def run_batch(k: int) -> list[float]:
+        def enqueue(k: int) -> list[tuple[Any, Any]]:
             events = [torch.cuda.Event(enable_timing=True) for _ in range(k + 1)]
             events[0].record()
             for i in range(k):
                 with annotate():
                     graph.replay()
                 events[i + 1].record()
-            events[-1].synchronize()
-            return [events[i].elapsed_time(events[i + 1]) / calls for i in range(k)]
+            return list(itertools.pairwise(events))
 
-        return self._sampled("graph", run_batch, call_s * calls, calls, policy)
+        return self._pipelined("graph", enqueue, calls, call_s * calls, policy)
 
     def _capture(self, fn: Callable[[], Any], calls: int) -> Any:
         torch = self._torch

@@ -47,12 +47,16 @@ def make_kernel(name: str):
     raise ValueError(name)
 
 
-def cupti_ms(fn, calls: int = 50) -> float:
+def cupti_ms(fn, calls: int = 100) -> float:
+    """Kernel-time sum per call from CUPTI, in the same hot steady state as the timed methods."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    fn()
-    torch.cuda.synchronize()
+    end = time.perf_counter() + 0.5
+    while time.perf_counter() < end:
+        for _ in range(20):
+            fn()
+        torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(calls):
             fn()

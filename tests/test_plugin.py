@@ -1,0 +1,175 @@
+"""End-to-end: real pytest sessions (pytester) running real perf tests on this machine's CPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+FAST = ["--perfci-max-time=0.05", "--perfci-min-time=0.01", "-p", "no:cacheprovider"]
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(*FAST, *args)
+
+
+def results(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def test_perf_fixture_feeds_pytest_benchmark_and_records_perfci_data(pytester):
+    pytester.makepyfile(test_ops="""
+        import torch
+
+        def test_add(perf):
+            x = torch.randn(1000)
+            perf.flops = 1000
+            perf.bytes = 3 * x.nbytes
+            out = perf(torch.add, x, x)
+            assert torch.equal(out, x + x)
+    """)
+    res = run(pytester, "--benchmark-json=out.json")
+    res.assert_outcomes(passed=1)
+    assert "perfci" in res.stdout.str() and "CPU mode" in res.stdout.str()
+    bench = results(pytester.path / "out.json")["benchmarks"][0]
+    info = bench["extra_info"]["perfci"]
+    assert info["timer"] == "wall" and info["normalization"] == "none"
+    assert bench["stats"]["rounds"] == info["n_samples"] > 0
+    # pytest-benchmark's statistics are computed on exactly the samples perfci measured
+    assert bench["stats"]["median"] * 1e3 == pytest.approx(info["median_ms"], rel=1e-3)
+    assert bench["extra_info"]["gbps"] > 0 and bench["extra_info"]["tflops"] > 0
+    assert "host wall clock" in bench["extra_info"]["timer"]
+    assert results(pytester.path / "out.json")["machine_info"]["perfci"]["slug"].startswith("cpu-")
+
+
+def test_autosave_storage_is_keyed_by_gpu_and_compare_reads_it(pytester):
+    pytester.makepyfile(test_ops="""
+        import torch
+        def test_mul(perf):
+            x = torch.randn(256)
+            perf(torch.mul, x, x)
+    """)
+    run(pytester, "--benchmark-autosave").assert_outcomes(passed=1)
+    dirs = [p.name for p in (pytester.path / ".benchmarks").iterdir()]
+    from perfci.fingerprint import detect
+
+    assert len(dirs) == 1 and dirs[0].endswith("-" + detect().slug), dirs
+    res = run(pytester, "--benchmark-compare")
+    res.assert_outcomes(passed=1)
+    assert "Comparing against benchmarks from" in res.stdout.str() + res.stderr.str()
+
+
+def test_compare_with_another_gpus_run_is_refused(pytester):
+    pytester.makepyfile(test_ops="""
+        import torch
+        def test_mul(perf):
+            x = torch.randn(256)
+            perf(torch.mul, x, x)
+    """)
+    run(pytester, "--benchmark-json=mine.json").assert_outcomes(passed=1)
+    doc = results(pytester.path / "mine.json")
+    doc["machine_info"]["perfci"]["slug"] = "NVIDIA_H100_80GB_HBM3"
+    (pytester.path / "foreign.json").write_text(json.dumps(doc))
+    res = run(pytester, f"--benchmark-compare={pytester.path / 'foreign.json'}")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "refusing to compare across GPU models" in res.stderr.str()
+
+
+def test_function_that_raises_errors_with_the_original_exception_and_saves_nothing(pytester):
+    pytester.makepyfile(test_ops="""
+        import torch
+        def boom(x):
+            raise ZeroDivisionError("kernel exploded")
+        def test_boom(perf):
+            perf(boom, torch.ones(3))
+        def test_fine(perf):
+            perf(torch.neg, torch.ones(3))
+    """)
+    res = run(pytester, "--benchmark-json=out.json")
+    res.assert_outcomes(passed=1, failed=1)
+    res.stdout.fnmatch_lines(["*ZeroDivisionError: kernel exploded*"])
+    names = [b["name"] for b in results(pytester.path / "out.json")["benchmarks"]]
+    assert names == ["test_fine"]
+
+
+def test_usage_errors_name_the_test(pytester):
+    pytester.makepyfile(test_ops="""
+        import pytest, torch
+
+        def test_not_callable(perf):
+            perf(torch.ones(3))
+
+        @pytest.mark.perf(treshold="3%")
+        def test_bad_key(perf):
+            perf(torch.neg, torch.ones(3))
+
+        @pytest.mark.perf(threshold="three")
+        def test_bad_value(perf):
+            perf(torch.neg, torch.ones(3))
+
+        def test_bad_forbid(perf):
+            perf.forbid("copies")
+            perf(torch.neg, torch.ones(3))
+    """)
+    res = run(pytester)
+    res.assert_outcomes(failed=2, errors=2)
+    out = res.stdout.str()
+    assert "test_not_callable: perf(fn, *args) needs a callable first, got Tensor" in out
+    assert "test_bad_key: unknown @pytest.mark.perf option(s) treshold" in out
+    assert "test_bad_value: bad @pytest.mark.perf option: threshold 'three' is not a number" in out
+    assert "test_bad_forbid" in out and "copies" in out
+    assert "Traceback" not in out
+
+
+def test_marker_options_are_recorded(pytester):
+    pytester.makepyfile(test_ops="""
+        import pytest, torch
+        @pytest.mark.perf(threshold="2.5%", max_time=0.05, profile=False)
+        def test_neg(perf):
+            perf(torch.neg, torch.ones(3))
+    """)
+    run(pytester, "--benchmark-json=out.json").assert_outcomes(passed=1)
+    info = results(pytester.path / "out.json")["benchmarks"][0]["extra_info"]["perfci"]
+    assert info["threshold"] == 0.025
+    assert "profile" not in info
+
+
+def test_odd_test_names_give_safe_trace_file_names(pytester):
+    pytester.makepyfile(test_ops="""
+        import pytest, torch
+        @pytest.mark.parametrize("case", ["a/b", "with space", "ünï"])
+        def test_odd(perf, case):
+            perf(torch.neg, torch.ones(3))
+    """)
+    run(pytester, "--perfci-trace-dir=traces", "--benchmark-autosave").assert_outcomes(passed=3)
+    names = sorted(p.name for p in (pytester.path / "traces").iterdir())
+    assert len(names) == 3
+    for name in names:
+        assert all(c.isascii() and (c.isalnum() or c in "._-") for c in name), name
+
+
+def test_benchmark_disable_runs_the_function_once(pytester):
+    pytester.makepyfile(test_ops="""
+        calls = []
+        def f():
+            calls.append(1)
+            return 7
+        def test_once(perf):
+            assert perf(f) == 7
+            assert len(calls) == 1
+    """)
+    run(pytester, "--benchmark-disable").assert_outcomes(passed=1)
+
+
+def test_github_step_summary_is_written(pytester, monkeypatch, tmp_path):
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    pytester.makepyfile(test_ops="""
+        import torch
+        def test_neg(perf):
+            perf(torch.neg, torch.ones(3))
+    """)
+    run(pytester).assert_outcomes(passed=1)
+    text = summary.read_text()
+    assert "| `test_ops.py::test_neg` |" in text and "CPU mode" in text
