@@ -1,0 +1,419 @@
+"""The statistical verdict for one benchmark: is the new build slower, faster, the same, or can't we tell?
+
+Model
+-----
+Each side of a comparison is one fresh process's per-call device times of one benchmark. Work in logs,
+so that ratios become differences. A process's location estimate ``m`` is
+
+    log m = log T + b + w
+
+with ``T`` the kernel's true time, ``b`` the *between-run* offset of that process (clocks, memory
+placement, what ran before; standard deviation ``sigma_b``) and ``w`` the *within-run* error of the
+estimate (standard error ``se_w``). Within a process the samples are tight, so ``se_w`` is tiny for
+hundreds of samples, but ``sigma_b`` is not: a test that only looks at the samples (bootstrap,
+Mann-Whitney, pytest-benchmark's compare) calls every between-process wobble significant. Here the
+between-run term is an explicit noise floor, added in quadrature:
+
+    r = log(new / base),   s^2 = 2 sigma_b^2 + se_w(base)^2 + se_w(new)^2,   interval exp(r -+ z s)
+
+with ``z`` the two-sided normal quantile at ``confidence``. The location is the *midmean* (mean of the
+central half of the sorted samples), not the plain median: it equals the median of a symmetric core, is
+as robust to the heavy right tail of GPU timings, and, unlike the median, resolves changes smaller than
+the timer's tick (CUPTI timestamps step by 32 ns, 3.5 % of a 0.9 us kernel: on an H200, 8 fresh processes,
+the midmeans of ~1 us kernels moved 0.1-0.2 % where the medians were stuck on one tick or jumped by one).
+``se_w`` is the trimmed mean's closed-form standard error (winsorized standard deviation / (0.5 sqrt n)),
+so the verdict is a pure function of the inputs: no random numbers. ``base_median_ms`` and
+``new_median_ms`` report plain medians; ``ratio`` is the ratio of midmeans.
+
+Spread and the noise floor
+--------------------------
+perfci's "spread" of a kernel is ``perfci.stats.spread`` of its per-run medians over fresh processes:
+(max - min) / median, which over five runs is about 2.33 sigma_b (d2 = 2.326, the expected range of five
+normal draws). ``noise_floor`` and ``min_noise_floor`` are spreads in that sense, ``noise_floor_ms`` an
+absolute one. With no run medians, ``sigma_b = hypot(noise_floor, noise_floor_ms / level) / 2.326``.
+When either side carries per-run medians (``Sample.run_medians_ms``, two or more), their pooled log
+standard deviation (nu = runs - 1 degrees of freedom per side) replaces that default, taken at its
+one-sided 80 % upper confidence bound (five runs: x 1.56), and never below ``min_noise_floor``: a kernel
+shown to be steady gets a sharper test, one shown to be noisy a wider interval.
+
+Rule
+----
+With e = ``effect_fraction`` * ``min_effect`` (0.62 * 3 % = 1.86 %):
+
+* SLOWER  iff ratio_low > 1 (significant with the between-run floor included)  and  ratio >= 1 + e
+* FASTER  iff ratio_high < 1                                                     and  ratio <= 1 / (1 + e)
+* NOISY   iff a side is flagged noisy by the timing stage, has fewer than ``min_samples`` samples or
+  non-finite / non-positive ones, or a within-run spread (IQR / median) above ``max_relative_spread``;
+  or, when neither SLOWER nor FASTER holds, the interval's half-width z s exceeds ``min_effect``: the
+  data cannot resolve a ``min_effect`` change, so "same" would be a guess
+* SAME    otherwise;  NEW when there is no base, MISSING when there is no new measurement.
+
+Only SLOWER fails. The significance gate bounds false alarms at 0.5 % when the floor is right and the
+noise is large; for good kernels the floor is small and the effect gate ``e`` sets the operating point.
+
+Trade-off, and what the targets need
+------------------------------------
+At 1 % spread (sigma_b = 0.43 %, s = 0.61 % for two single runs) a 3 % slowdown is 2.96 / 0.61 = 4.85
+standard deviations from "unchanged"; any threshold splits those between misses and false alarms.
+e = 1.86 % puts it at ~96.5 % detection and ~0.1 % false alarms per comparison (simulated with 20 and 200
+samples a side: 96.4-96.7 % and 0.09-0.12 %), so a 100-comparison A/A in which *every* kernel sits at 1 %
+spread is clean ~90 % of the time, and one at <= 0.7 % spread essentially always. Below 1 % both hold with
+room; above it detection of 3 % falls (2 %: ~82 %) and false alarms rise, because the default floor
+(one assumed number) is then wrong: record baseline run medians for such kernels (simulated, 5 %
+spread: 27 % false alarms on the default floor, 0.6 % with five run medians). ``effect_fraction``
+moves the balance. If "1 % spread" were a per-process *standard deviation* (spread ~2.3 % here), no rule
+with one run per side reaches both targets: 3 % would be 2.1 s from zero. The absolute floor
+(10 ns by default) widens ~1 us kernels' intervals by ~40 % (3 % detection there ~80 %); a 3 us GEMM on
+the H200 flipped between two levels 3 % apart across processes, which only run medians catch.
+``scripts/detect_sim.py`` prints these rates next to pytest-benchmark's ``median:5%`` rule.
+
+Real data (H200, CUPTI per-call device times, 20 kernels of 0.9 us - 1.6 ms, 8 fresh processes, all 1120
+ordered A/A pairs, default settings): 18 false SLOWER, all on two kernels (that 3 us GEMM, and a 175 us
+GEMM whose within-run IQR is 10-15 %); a planted +3 % (re-quantized to 32 ns) was SLOWER in 1055 of the
+1076 pairs not NOISY. With five baseline run medians: 0 false alarms in 300 pairs, +3 % caught 254 / 255.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from perfci.errors import BadInputError, UsageError
+
+__all__ = [
+    "CompareSettings",
+    "Comparison",
+    "Sample",
+    "Verdict",
+    "baseline_spread",
+    "compare_samples",
+    "normal_quantile",
+]
+
+D2_FIVE_RUNS = 2.326  # expected range of 5 standard-normal draws: spread over 5 runs ~ D2 * sigma
+_TRIM = 0.25  # the location is the midmean: the mean of the central half of the sorted samples
+_SIGMA_UPPER = 0.80  # observed run medians give sigma_b as this one-sided upper confidence bound
+_THRESHOLD_FORMS = "a percentage such as '3%' or '2.5%', or a fraction such as 0.03 or '0.03' (0 < x < 1)"
+
+
+class Verdict(str, enum.Enum):
+    SAME = "same"
+    SLOWER = "slower"
+    FASTER = "faster"
+    NOISY = "noisy"
+    NEW = "new"
+    MISSING = "missing"
+
+
+def normal_quantile(p: float) -> float:
+    """Standard-normal quantile (inverse CDF) for 0 < p < 1, by bisection on math.erf (no scipy)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must be in (0, 1), got {p}")
+    lo, hi = -40.0, 40.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if 0.5 * math.erfc(-mid / math.sqrt(2.0)) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12:
+            break
+    return 0.5 * (lo + hi)
+
+
+def baseline_spread(run_medians_ms: Sequence[float]) -> float:
+    """(max - min) / median of per-run medians: the spread figure ``noise_floor`` is expressed in."""
+    values = np.asarray(run_medians_ms, dtype=float)
+    if values.size < 2:
+        raise ValueError("spread needs at least two run medians")
+    mid = float(np.median(values))
+    return float((values.max() - values.min()) / mid) if mid > 0 else math.inf
+
+
+def _float_tuple(values: Any, what: str) -> tuple[float, ...]:
+    if isinstance(values, (str, bytes)):
+        raise BadInputError(f"{what} must be a sequence of numbers, got a string")
+    try:
+        return tuple(float(v) for v in values)
+    except (TypeError, ValueError) as err:
+        raise BadInputError(f"{what} must be a sequence of numbers ({err})") from None
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One side of a comparison: one process's per-call device times of one benchmark, in ms."""
+
+    samples_ms: tuple[float, ...]
+    noisy: bool = False  # the timing stage marked it (clock drop, throttling, other process)
+    noise_reasons: tuple[str, ...] = ()
+    run_medians_ms: tuple[float, ...] = ()  # optional: per-run medians from repeated fresh-process runs
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "samples_ms", _float_tuple(self.samples_ms, "samples_ms"))
+        object.__setattr__(self, "run_medians_ms", _float_tuple(self.run_medians_ms, "run_medians_ms"))
+        object.__setattr__(self, "noise_reasons", tuple(str(r) for r in self.noise_reasons))
+        object.__setattr__(self, "noisy", bool(self.noisy))
+
+
+@dataclass(frozen=True)
+class CompareSettings:
+    """How a comparison decides. Spreads are (max - min) / median over fresh runs; see the module doc."""
+
+    min_effect: float = 0.03  # fractional slowdown that must be caught (>= 95 % at <= 1 % spread)
+    confidence: float = 0.99  # two-sided level of the reported interval and of the significance gate
+    noise_floor: float = 0.01  # default between-run spread when no run medians are given
+    max_relative_spread: float = 0.10  # within-run IQR / median beyond which a side is NOISY
+    min_samples: int = 5
+    min_noise_floor: float = 0.003  # observed run medians never push the floor below this spread
+    noise_floor_ms: float = 1e-5  # absolute between-run spread (ms) added in quadrature: tiny kernels
+    effect_fraction: float = 0.62  # SLOWER/FASTER need |change| >= effect_fraction * min_effect
+
+    def __post_init__(self) -> None:
+        checks = [
+            (0.0 < self.min_effect < 1.0, "min_effect must be a fraction in (0, 1)"),
+            (0.5 < self.confidence < 1.0, "confidence must be in (0.5, 1)"),
+            (0.0 <= self.noise_floor < 1.0, "noise_floor must be a fraction in [0, 1)"),
+            (self.max_relative_spread > 0.0, "max_relative_spread must be > 0"),
+            (int(self.min_samples) == self.min_samples and self.min_samples >= 2, "min_samples must be >= 2"),
+            (0.0 <= self.min_noise_floor < 1.0, "min_noise_floor must be a fraction in [0, 1)"),
+            (self.noise_floor_ms >= 0.0, "noise_floor_ms must be >= 0"),
+            (0.0 < self.effect_fraction <= 1.0, "effect_fraction must be in (0, 1]"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise UsageError(message, hint=f"got {self!r}")
+
+    @classmethod
+    def from_threshold(cls, value: str | float) -> CompareSettings:
+        """Settings with ``min_effect`` parsed from "3%", "2.5%", 0.03 or "0.03"."""
+        fraction: float | None = None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            fraction = float(value)
+        elif isinstance(value, str):
+            text = value.strip()
+            try:
+                fraction = float(text[:-1].strip()) / 100.0 if text.endswith("%") else float(text)
+            except ValueError:
+                fraction = None
+        if fraction is None or not math.isfinite(fraction) or not 0.0 < fraction < 1.0:
+            raise UsageError(f"bad regression threshold {value!r}", hint=f"use {_THRESHOLD_FORMS}")
+        return cls(min_effect=fraction)
+
+    @property
+    def z(self) -> float:
+        return normal_quantile(0.5 + self.confidence / 2.0)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    name: str
+    verdict: Verdict
+    base_median_ms: float | None
+    new_median_ms: float | None
+    ratio: float | None  # new / base location (midmeans: see the module docstring)
+    ratio_low: float | None  # interval of the ratio at `confidence`, between-run floor included
+    ratio_high: float | None
+    min_effect: float
+    reasons: tuple[str, ...] = field(default=())
+
+    @property
+    def change_pct(self) -> float | None:
+        return None if self.ratio is None else (self.ratio - 1.0) * 100.0
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict is Verdict.SLOWER
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "verdict": self.verdict.value,
+            "base_median_ms": self.base_median_ms,
+            "new_median_ms": self.new_median_ms,
+            "ratio": self.ratio,
+            "ratio_low": self.ratio_low,
+            "ratio_high": self.ratio_high,
+            "min_effect": self.min_effect,
+            "reasons": list(self.reasons),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Comparison:
+        try:
+            def opt(key: str) -> float | None:
+                return None if data.get(key) is None else float(data[key])
+
+            reasons = data.get("reasons", ())
+            if isinstance(reasons, str):
+                raise TypeError("reasons must be a list of strings")
+            return cls(
+                name=str(data["name"]),
+                verdict=Verdict(data["verdict"]),
+                base_median_ms=opt("base_median_ms"),
+                new_median_ms=opt("new_median_ms"),
+                ratio=opt("ratio"),
+                ratio_low=opt("ratio_low"),
+                ratio_high=opt("ratio_high"),
+                min_effect=float(data["min_effect"]),
+                reasons=tuple(str(r) for r in reasons),
+            )
+        except (KeyError, TypeError, ValueError) as err:
+            raise BadInputError(f"not a perfci comparison record ({err!r})") from None
+
+
+@dataclass(frozen=True)
+class _Side:
+    """What the rule needs from one side."""
+
+    median_ms: float  # plain median, for display
+    level_ms: float  # midmean: the location the ratio is taken of
+    se_within: float  # standard error of log(level) from the samples alone
+    iqr_rel: float  # within-run (q75 - q25) / median
+    run_logs: np.ndarray  # log run medians (may be empty)
+
+
+def _summarise(sample: Sample) -> _Side:
+    x = np.sort(np.asarray(sample.samples_ms, dtype=float))
+    n = x.size
+    g = int(n * _TRIM)
+    level = float(x[g : n - g].mean())
+    winsorized = np.clip(x, x[g], x[n - g - 1])
+    se = float(winsorized.std(ddof=1)) / ((1.0 - 2.0 * _TRIM) * math.sqrt(n))
+    q25, q50, q75 = np.quantile(x, [0.25, 0.5, 0.75])
+    runs = np.asarray([m for m in sample.run_medians_ms if m > 0 and math.isfinite(m)], dtype=float)
+    return _Side(
+        median_ms=float(q50),
+        level_ms=level,
+        se_within=se / level,
+        iqr_rel=float((q75 - q25) / q50),
+        run_logs=np.log(runs),
+    )
+
+
+def _chi2_quantile(p: float, dof: float) -> float:
+    """Wilson-Hilferty approximation of the chi-square quantile (good to a few % for dof >= 1)."""
+    c = 2.0 / (9.0 * dof)
+    return dof * max(1.0 - c + normal_quantile(p) * math.sqrt(c), 1e-3) ** 3
+
+
+def _between_sigma(base: _Side, new: _Side, settings: CompareSettings) -> tuple[float, str]:
+    """sigma_b (log scale, one process) and a sentence saying where it came from."""
+    ref_ms = math.sqrt(base.level_ms * new.level_ms)
+    default_spread = math.hypot(settings.noise_floor, settings.noise_floor_ms / ref_ms)
+    dof, sum_sq, counts = 0, 0.0, []
+    for side in (base, new):
+        if side.run_logs.size >= 2:
+            dof += side.run_logs.size - 1
+            sum_sq += float(np.sum((side.run_logs - side.run_logs.mean()) ** 2))
+            counts.append(str(side.run_logs.size))
+    if dof == 0:
+        return default_spread / D2_FIVE_RUNS, f"default between-run spread {default_spread:.2%}"
+    observed = math.sqrt(sum_sq / dof)
+    upper = observed * math.sqrt(dof / _chi2_quantile(1.0 - _SIGMA_UPPER, dof))
+    sigma = max(upper, settings.min_noise_floor / D2_FIVE_RUNS)
+    return sigma, (
+        f"between-run spread {sigma * D2_FIVE_RUNS:.2%} from {'+'.join(counts)} run medians "
+        f"(observed {observed * D2_FIVE_RUNS:.2%}, upper {_SIGMA_UPPER:.0%} bound used)"
+    )
+
+
+def _plain_median(values: Sequence[float]) -> float | None:
+    arr = np.asarray(values, dtype=float)
+    arr = arr[np.isfinite(arr)]
+    return float(np.median(arr)) if arr.size else None
+
+
+def _side_problems(label: str, sample: Sample, settings: CompareSettings) -> tuple[list[str], bool]:
+    """Reasons this side cannot be judged, and whether its samples are unusable for statistics."""
+    problems, unusable = [], False
+    if sample.noisy:
+        why = "; ".join(sample.noise_reasons) or "no reason given"
+        problems.append(f"{label} marked noisy by the timing stage ({why})")
+    values = np.asarray(sample.samples_ms, dtype=float)
+    if values.size < settings.min_samples:
+        problems.append(f"{label} has {values.size} samples, fewer than the {settings.min_samples} needed")
+        unusable = True
+    elif not np.all(np.isfinite(values)) or np.any(values <= 0):
+        problems.append(f"{label} has non-finite or non-positive samples")
+        unusable = True
+    return problems, unusable
+
+
+def compare_samples(
+    name: str,
+    base: Sample | None,
+    new: Sample | None,
+    settings: CompareSettings = CompareSettings(),  # frozen, so a shared default is safe
+    *,
+    seed: int = 0,
+) -> Comparison:
+    """Verdict for one benchmark; see the module docstring for the rule.
+
+    Everything is closed-form (no resampling), so the result is a pure function of the inputs;
+    ``seed`` is accepted for API stability and changes nothing.
+    """
+    del seed
+    empty = {"ratio": None, "ratio_low": None, "ratio_high": None, "min_effect": settings.min_effect}
+    if base is None and new is None:
+        raise UsageError(f"benchmark {name!r}: nothing to compare (no base and no new measurement)")
+    if base is None:
+        assert new is not None
+        med = _plain_median(new.samples_ms)
+        return Comparison(name, Verdict.NEW, None, med, reasons=("no baseline for this benchmark",), **empty)
+    if new is None:
+        med = _plain_median(base.samples_ms)
+        return Comparison(
+            name, Verdict.MISSING, med, None, reasons=("benchmark not in the new run",), **empty
+        )
+
+    base_problems, base_unusable = _side_problems("base", base, settings)
+    new_problems, new_unusable = _side_problems("new", new, settings)
+    problems = base_problems + new_problems
+    if base_unusable or new_unusable:  # no statistics possible on this data
+        meds = [_plain_median(s.samples_ms) for s in (base, new)]
+        return Comparison(name, Verdict.NOISY, meds[0], meds[1], reasons=tuple(problems), **empty)
+
+    b, w = _summarise(base), _summarise(new)
+    for label, side in (("base", b), ("new", w)):
+        if side.iqr_rel > settings.max_relative_spread:
+            problems.append(
+                f"{label} within-run spread (IQR/median) {side.iqr_rel:.1%} exceeds "
+                f"{settings.max_relative_spread:.1%}"
+            )
+    sigma_b, floor_note = _between_sigma(b, w, settings)
+    log_ratio = math.log(w.level_ms / b.level_ms)
+    s = math.sqrt(2.0 * sigma_b**2 + b.se_within**2 + w.se_within**2)
+    z = settings.z
+    ratio, low, high = math.exp(log_ratio), math.exp(log_ratio - z * s), math.exp(log_ratio + z * s)
+    effect = settings.effect_fraction * settings.min_effect
+    level = f"{settings.confidence * 100:g}%"
+    summary = (
+        f"{(ratio - 1):+.2%} (interval {low - 1:+.2%} .. {high - 1:+.2%} at {level}; {floor_note})"
+    )
+
+    def result(verdict: Verdict, *why: str) -> Comparison:
+        return Comparison(
+            name, verdict, b.median_ms, w.median_ms, ratio, low, high,
+            settings.min_effect, tuple(why),
+        )
+
+    if problems:
+        return result(Verdict.NOISY, *problems, f"would have read {summary}")
+    if low > 1.0 and ratio >= 1.0 + effect:
+        return result(Verdict.SLOWER, f"slower by {summary}; flagged from +{effect:.2%}")
+    if high < 1.0 and ratio <= 1.0 / (1.0 + effect):
+        return result(Verdict.FASTER, f"faster by {summary}")
+    if z * s > settings.min_effect:
+        return result(
+            Verdict.NOISY,
+            f"cannot resolve a {settings.min_effect:.1%} change: interval half-width {z * s:.2%}",
+            summary,
+        )
+    if low > 1.0 or high < 1.0:
+        return result(Verdict.SAME, f"significant but below the {effect:.2%} flag level: {summary}")
+    return result(Verdict.SAME, f"no significant change: {summary}")
