@@ -47,25 +47,34 @@ def make_kernel(name: str):
     raise ValueError(name)
 
 
-def cupti_ms(fn, calls: int = 100) -> float:
-    """Kernel-time sum per call from CUPTI, in the same hot steady state as the timed methods."""
+def cupti_ms(fn, calls: int) -> float:
+    """CUPTI kernel-time sum per call, under the same sustained load as the timers.
+
+    The ``calls`` calls perfci put in one graph are captured again, replayed back to back for
+    0.5 s (so clocks and power settle as they do while timing), then 20 replays are profiled:
+    the sum of the kernel durations CUPTI reports, over 20 x ``calls``.
+    """
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    end = time.perf_counter() + 0.5
-    while time.perf_counter() < end:
-        for _ in range(20):
-            fn()
-        torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
         for _ in range(calls):
             fn()
+    end = time.perf_counter() + 0.5
+    while time.perf_counter() < end:
+        for _ in range(5):
+            graph.replay()
+        torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(20):
+            graph.replay()
         torch.cuda.synchronize()
     total_us = 0.0
     for evt in prof.events():
         if evt.device_type.name == "CUDA":
             total_us += evt.device_time if hasattr(evt, "device_time") else evt.cuda_time
-    return total_us / calls / 1e3
+    return total_us / (20 * calls) / 1e3
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -95,7 +104,7 @@ def worker(args: argparse.Namespace) -> None:
         row["do_bench"] = tt.do_bench(fn, return_mode="median")
         row["do_bench_cudagraph"] = tt.do_bench_cudagraph(fn, return_mode="median")
         row["torch_timer"] = Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=1.0).median * 1e3
-        row["cupti"] = cupti_ms(fn)
+        row["cupti"] = cupti_ms(fn, m.calls_per_sample)
         out["kernels"][name] = row
         del fn
         torch.cuda.empty_cache()
@@ -124,6 +133,7 @@ def parent(args: argparse.Namespace) -> int:
     table = {}
     print(f"\nGPU: {gpu}; {args.processes} fresh processes; spread = (max-min)/median of per-process medians")
     header = f"{'kernel':22s}" + "".join(f"{m:>20s}" for m in METHODS) + f"{'cupti ms':>12s}"
+    print("perfci = compared figure (at the reference SM clock when normalised); perfci_raw = device time")
     print(header)
     for k in KERNELS:
         table[k] = {}

@@ -1,0 +1,5 @@
+import sys
+
+from perfci.cli import main
+
+sys.exit(main())
