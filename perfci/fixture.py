@@ -137,6 +137,8 @@ class Perf:
         summary["threshold"] = self._settings.threshold
         summary["forbid"] = list(self._settings.forbid)
         summary["expect"] = {k: v for k, v in self._settings.expect}
+        if self._settings.known_bad:
+            summary["known_bad"] = list(self._settings.known_bad)
         summary["gpu"] = self._session.fingerprint.slug
         summary["nvtx"] = self._session.ranges.backend
         if profile is not None:

@@ -8,9 +8,9 @@ structure does not depend on noise.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from perfci.compare import CompareSettings, Comparison, Sample, Verdict, compare_samples
+from perfci.compare import CompareSettings, Comparison, Sample, compare_samples
 from perfci.errors import EXIT_OK, EXIT_REGRESSION
 from perfci.results import BenchResult, ResultFile
 from perfci.rules import Finding, check_against_baseline, check_declared
@@ -111,14 +111,19 @@ def environment_drift(base: Mapping[str, object], new: Mapping[str, object]) -> 
 
 def judge(new: BenchResult, base: BenchResult | None, *, compared: bool, forbid: Iterable[str] = (),
           expect: Mapping[str, object] | None = None, threshold: float = 0.03,
-          drift: tuple[str, ...] = ()) -> BenchmarkOutcome:
-    """The outcome of one benchmark: declared rules, baseline structure, timing verdict."""
+          drift: tuple[str, ...] = (), known_bad: Iterable[str] = ()) -> BenchmarkOutcome:
+    """The outcome of one benchmark: declared rules, baseline structure, timing verdict.
+
+    ``known_bad`` names declared rules (forbid names or expect keys) that this benchmark is meant
+    to break (a seeded bad variant in the suite): they must fire, and then they do not fail.
+    """
     findings: list[Finding] = []
     profile = KernelProfile.from_dict(new.profile) if new.profile else None
     forbid = tuple(forbid)
     expect = dict(expect or {})
     if forbid or expect:
         findings.extend(check_declared(profile or KernelProfile.missing("profiling was off"), forbid, expect))
+    findings = _apply_known_bad(findings, tuple(known_bad))
     comparison = None
     if compared:
         if base is not None and base.profile:
@@ -128,6 +133,22 @@ def judge(new: BenchResult, base: BenchResult | None, *, compared: bool, forbid:
                                      CompareSettings(min_effect=threshold))
     return BenchmarkOutcome(name=new.name, median_ms=new.median_ms, timer=new.timer, comparison=comparison,
                             findings=tuple(findings), noise_reasons=new.noise_reasons, drift=drift)
+
+
+def _apply_known_bad(findings: list[Finding], known_bad: tuple[str, ...]) -> list[Finding]:
+    if not known_bad:
+        return findings
+    out = list(findings)
+    for name in known_bad:
+        rules = {f"forbid:{name}", f"expect:{name}"}
+        hits = [i for i, f in enumerate(out) if f.failed and f.rule in rules]
+        if not hits:
+            out.append(Finding("known_bad", f"this variant is declared known-bad for {name!r} but perfci did not "
+                               "flag it", None, True))
+        for i in hits:
+            f = out[i]
+            out[i] = replace(f, failed=False, message=f"(known-bad, flagged as expected) {f.message}")
+    return out
 
 
 def _sample(side: BenchResult | None, other: BenchResult | None) -> Sample | None:
@@ -149,10 +170,7 @@ def judge_files(new: ResultFile, base: ResultFile | None) -> RunVerdict:
         outcomes.append(judge(
             result, base.benchmarks.get(name) if base else None, compared=base is not None,
             forbid=info.get("forbid", ()), expect=info.get("expect") or {},
-            threshold=result.threshold or 0.03, drift=drift))
+            threshold=result.threshold or 0.03, drift=drift, known_bad=info.get("known_bad", ())))
     missing = tuple(sorted(set(base.benchmarks) - set(new.benchmarks))) if base else ()
     return RunVerdict(outcomes=tuple(outcomes), missing=missing)
 
-
-def is_missing(outcome: BenchmarkOutcome) -> bool:
-    return outcome.comparison is not None and outcome.comparison.verdict is Verdict.MISSING

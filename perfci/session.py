@@ -40,7 +40,8 @@ class PerfSession:
         base = self.baseline.benchmarks.get(name) if self.baseline else None
         drift = environment_drift(self.baseline.fingerprint, self.fingerprint.machine_info()) if self.baseline else ()
         outcome = judge(new, base, compared=self.baseline is not None, forbid=settings.forbid,
-                        expect=dict(settings.expect), threshold=settings.threshold, drift=drift)
+                        expect=dict(settings.expect), threshold=settings.threshold, drift=drift,
+                        known_bad=settings.known_bad)
         self.outcomes.append(outcome)
         self.executed.add(name)
         return outcome

@@ -27,6 +27,7 @@ MARKER_KEYS = {
     "max_time": "seconds of sampling at most",
     "normalize": "auto, sm_clock or none",
     "profile": "bool: run the torch.profiler pass",
+    "known_bad": "rules this seeded bad variant must break, e.g. ['copy']: flagged = pass",
 }
 
 
@@ -36,6 +37,7 @@ class PerfSettings:
     threshold: float = 0.03
     forbid: tuple[str, ...] = ()
     expect: tuple[tuple[str, Any], ...] = ()
+    known_bad: tuple[str, ...] = ()
     profile: bool = True
     profile_calls: int = 3
     policy: SamplingPolicy = field(default_factory=SamplingPolicy)
@@ -102,9 +104,13 @@ class PerfSettings:
                     policy = replace(policy, normalize=str(value))
                 elif key == "profile":
                     settings = replace(settings, profile=_as_bool(key, value))
+                elif key == "known_bad":
+                    settings = settings.declare_known_bad(_as_names(value))
             settings = replace(settings, policy=policy)
         except (ValueError, TypeError) as exc:
             raise UsageError(f"{test}: bad @pytest.mark.perf option: {exc}", hint=_marker_help()) from None
+        except UsageError as exc:
+            raise UsageError(f"{test}: bad @pytest.mark.perf option: {exc.message}", hint=exc.hint) from None
         return settings
 
     def add_forbid(self, *names: str) -> PerfSettings:
@@ -112,6 +118,17 @@ class PerfSettings:
 
         merged = tuple(dict.fromkeys((*self.forbid, *parse_forbid(names))))
         return replace(self, forbid=merged)
+
+    def declare_known_bad(self, names: tuple[str, ...]) -> PerfSettings:
+        """Rules a seeded bad variant must break; forbid names among them are forbidden too."""
+        from perfci.rules import EXPECT_KEYS, VALID_FORBID
+
+        unknown = [n for n in names if n not in VALID_FORBID and n not in EXPECT_KEYS]
+        if unknown:
+            raise ValueError(f"known_bad {unknown!r}: name forbid rules ({', '.join(VALID_FORBID)}) "
+                             f"or expect keys ({', '.join(EXPECT_KEYS)})")
+        settings = self.add_forbid(*[n for n in names if n in VALID_FORBID])
+        return replace(settings, known_bad=tuple(dict.fromkeys((*self.known_bad, *names))))
 
     def add_expect(self, expect: Mapping[str, Any]) -> PerfSettings:
         from perfci.rules import parse_expect

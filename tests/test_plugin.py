@@ -173,3 +173,39 @@ def test_github_step_summary_is_written(pytester, monkeypatch, tmp_path):
     run(pytester).assert_outcomes(passed=1)
     text = summary.read_text()
     assert "| `test_ops.py::test_neg` |" in text and "CPU mode" in text
+
+
+def test_structural_regression_fails_only_the_offending_test_with_its_line(pytester):
+    from perfci.baseline import baseline_path, make_baseline, write_atomic
+    from perfci.fingerprint import detect
+    from perfci.results import load_results
+
+    clean = """
+        import torch
+        X = torch.randn(64, 64)
+
+        def work(x):
+            return x.neg()
+
+        def test_changed(perf):
+            perf(work, X)
+
+        def test_untouched(perf):
+            perf(torch.abs, X)
+    """
+    pytester.makepyfile(test_ops=clean)
+    run(pytester, "--benchmark-json=base.json").assert_outcomes(passed=2)
+    slug = detect().slug
+    doc = make_baseline([load_results(pytester.path / "base.json")], gpu=slug)
+    write_atomic(baseline_path(pytester.path / "bl", slug), doc)
+
+    pytester.makepyfile(test_ops=clean.replace("return x.neg()", "return x.t().contiguous().neg()"))
+    line = next(i for i, text in enumerate((pytester.path / "test_ops.py").read_text().splitlines(), 1)
+                if "contiguous" in text)
+    res = run(pytester, "--perfci-baselines=bl")
+    res.assert_outcomes(passed=1, failed=1)
+    out = res.stdout.str()
+    assert "test_ops.py::test_changed regressed" in out
+    assert f"test_ops.py:{line}" in out  # the culprit line, in the failure and in the summary
+    assert "FAIL STRUCTURE" in out
+    res.stdout.fnmatch_lines(["*FAILED test_ops.py::test_changed*"])
