@@ -1,0 +1,214 @@
+"""Shared input validation, Triton helpers and autotune/launch plumbing for the kernels.
+
+Validation runs on the host before any launch: a bad input raises ``ValueError`` naming the
+violated constraint, so no kernel ever sees it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+SUPPORTED_DTYPES: tuple[torch.dtype, ...] = (torch.float16, torch.bfloat16)
+LAYOUTS: tuple[str, ...] = ("bhld", "blhd")
+LOG2E = 1.4426950408889634
+
+
+def interpreting() -> bool:
+    """True when Triton runs kernels through its CPU interpreter (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
+
+
+def check_device(*tensors: torch.Tensor) -> None:
+    """All tensors on one device; CUDA, or CPU only under the Triton interpreter."""
+    devices = {t.device for t in tensors}
+    if len(devices) != 1:
+        raise ValueError(f"all inputs must be on one device, got {sorted(str(d) for d in devices)}")
+    dev = next(iter(devices))
+    if dev.type == "cuda":
+        return
+    if dev.type == "cpu" and interpreting():
+        return
+    raise ValueError(
+        f"inputs must be CUDA tensors (CPU only with TRITON_INTERPRET=1), got device '{dev}'"
+    )
+
+
+def check_dtype(*tensors: torch.Tensor, allowed: tuple[torch.dtype, ...] = SUPPORTED_DTYPES) -> torch.dtype:
+    """All tensors share one dtype from ``allowed``; returns it."""
+    dtypes = {t.dtype for t in tensors}
+    if len(dtypes) != 1:
+        raise ValueError(f"all inputs must share one dtype, got {sorted(str(d) for d in dtypes)}")
+    dt = next(iter(dtypes))
+    if dt not in allowed:
+        raise ValueError(f"dtype must be one of {[str(a) for a in allowed]}, got {dt}")
+    return dt
+
+
+@dataclass(frozen=True)
+class AttnDims:
+    """Problem sizes of one attention call, independent of the memory layout."""
+
+    batch: int
+    heads_q: int
+    heads_kv: int
+    len_q: int
+    len_k: int
+    head_dim: int
+
+    @property
+    def group(self) -> int:
+        return self.heads_q // self.heads_kv
+
+
+def split_layout(t: torch.Tensor, layout: str) -> tuple[int, int, int, int]:
+    """(batch, heads, length, head_dim) of a 4-D tensor in ``layout``."""
+    if layout == "bhld":
+        b, h, seq, d = t.shape
+    else:
+        b, seq, h, d = t.shape
+    return b, h, seq, d
+
+
+def layout_strides(t: torch.Tensor, layout: str) -> tuple[int, int, int, int]:
+    """Element strides (batch, head, position, dim) of a 4-D tensor in ``layout``."""
+    s = t.stride()
+    if layout == "bhld":
+        return s[0], s[1], s[2], s[3]
+    return s[0], s[2], s[1], s[3]
+
+
+def empty_like_layout(b: int, h: int, seq: int, d: int, layout: str, like: torch.Tensor) -> torch.Tensor:
+    shape = (b, h, seq, d) if layout == "bhld" else (b, seq, h, d)
+    return torch.empty(shape, dtype=like.dtype, device=like.device)
+
+
+def check_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    layout: str,
+    head_dims: tuple[int, ...],
+) -> AttnDims:
+    """Validate q/k/v of an attention call and return its sizes."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(f"{name} must be 4-D ({layout}), got shape {tuple(t.shape)}")
+    check_dtype(q, k, v)
+    check_device(q, k, v)
+    bq, hq, lq, dq = split_layout(q, layout)
+    bk, hk, lk, dk = split_layout(k, layout)
+    if tuple(k.shape) != tuple(v.shape):
+        raise ValueError(f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}")
+    if bq != bk:
+        raise ValueError(f"q and k must have the same batch size, got {bq} and {bk}")
+    if dq != dk:
+        raise ValueError(f"q and k must have the same head dim, got {dq} and {dk}")
+    if dq not in head_dims:
+        raise ValueError(f"head dim must be one of {head_dims}, got {dq}")
+    if hk == 0 or hq % hk != 0:
+        raise ValueError(f"query heads ({hq}) must be a multiple of key/value heads ({hk})")
+    return AttnDims(bq, hq, hk, lq, lk, dq)
+
+
+def check_buffer(name: str, t: torch.Tensor, shape: tuple, dtype: torch.dtype, device: torch.device,
+                 contiguous: bool = False) -> None:
+    """A caller-provided output buffer must have exactly this shape, dtype and device."""
+    if tuple(t.shape) != tuple(shape) or t.dtype != dtype or t.device != device:
+        raise ValueError(f"{name} must be {tuple(shape)} {dtype} on {device}, got {tuple(t.shape)} {t.dtype} "
+                         f"on {t.device}")
+    if contiguous and not t.is_contiguous():
+        raise ValueError(f"{name} must be contiguous")
+
+
+def tma_ok(*tensors: torch.Tensor) -> bool:
+    """True when every tensor can be read through a Hopper tensor descriptor (TMA).
+
+    Needs: CUDA device of compute capability >= 9, last stride 1, 16-byte aligned base
+    pointer and 16-byte multiples for all other strides.
+    """
+    for t in tensors:
+        if t.device.type != "cuda" or t.stride(-1) != 1:
+            return False
+        es = t.element_size()
+        if t.data_ptr() % 16 != 0 or any((s * es) % 16 != 0 for s in t.stride()[:-1]):
+            return False
+    return bool(tensors) and torch.cuda.get_device_capability(tensors[0].device)[0] >= 9
+
+
+def set_triton_allocator() -> None:
+    """Device-side tensor descriptors need a global scratch allocator; install a torch-backed one."""
+
+    def _alloc(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+        return torch.empty(size, dtype=torch.int8, device="cpu" if interpreting() else "cuda")
+
+    triton.set_allocator(_alloc)
+
+
+def next_pow2(x: int) -> int:
+    return 1 if x <= 1 else 1 << (x - 1).bit_length()
+
+
+def length_bucket(n: int) -> int:
+    """Autotune key: lengths bucketed to powers of two so odd lengths reuse tuned configs."""
+    return min(next_pow2(max(n, 1)), 1 << 17)
+
+
+@triton.jit
+def mma(a, b, acc, DOT_F32: tl.constexpr):
+    """``tl.dot(a, b, acc)``; with ``DOT_F32`` the operands are upcast to float32 first.
+
+    DOT_F32 is set only under the CPU interpreter: Triton 3.9's interpreter multiplies bf16 operands
+    as raw uint16 bit patterns, so it needs float32 operands to compute the right product.
+    """
+    if DOT_F32:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
+    else:
+        return tl.dot(a, b, acc)
+
+
+# --- autotuning and launch plumbing for the attention kernels ------------------------------------------
+# Under the CPU interpreter: small tiles, BLOCK_M != BLOCK_N so the diagonal loops see uneven tiles.
+INTERPRET_CONFIG: tuple[int, int, int, int] = (32, 16, 4, 1)
+
+
+def to_config(c: tuple) -> triton.Config:
+    """(BLOCK_M, BLOCK_N, num_warps, num_stages, USE_TMA) -> triton.Config."""
+    return triton.Config({"BLOCK_M": c[0], "BLOCK_N": c[1], "USE_TMA": bool(c[4])}, num_warps=c[2], num_stages=c[3])
+
+
+def autotuned_by_head_dim(kernel, table: dict[int, list[tuple]], keys: list[str]):
+    """Autotuner whose candidates are ``table[HEAD_DIM]`` (read at tuning time, so the table can be
+    edited), minus the USE_TMA entries when the kernel's ``TMA_OK`` argument is 0."""
+
+    def prune(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
+        d = kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM"))
+        tma = bool(named_args.get("TMA_OK", kwargs.get("TMA_OK")))
+        kept = [to_config(c) for c in table.get(d, []) if tma or not c[4]]
+        return kept or [to_config((64, 64, 4, 2, False))]
+
+    configs = [to_config(c) for c in sorted({c for cs in table.values() for c in cs})]
+    return triton.autotune(configs, key=keys, prune_configs_by={"early_config_prune": prune})(kernel)
+
+
+def launch(tuned, raw, grid_fn, args: tuple, consts: dict, config: tuple | None, use_tma: bool) -> None:
+    """Launch through the autotuner on GPU, or with one fixed config (interpreter / explicit).
+
+    ``config`` = (BLOCK_M, BLOCK_N, num_warps, num_stages); ``use_tma`` applies to it.
+    """
+    if config is None and interpreting():
+        config = INTERPRET_CONFIG
+    set_triton_allocator()
+    if config is None:
+        tuned[lambda meta: grid_fn(meta["BLOCK_M"], meta["BLOCK_N"])](*args, **consts)
+    else:
+        bm, bn, w, s = config[:4]
+        raw[grid_fn(bm, bn)](*args, **consts, USE_TMA=use_tma, BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s)

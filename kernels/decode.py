@@ -1,0 +1,151 @@
+"""Single-query (decode) attention over a long KV cache, split-KV, in Triton.
+
+Decode is memory-bound: each step reads the whole K and V cache once.  One program handles one
+(batch, kv head, KV chunk) and all the query heads that share that kv head (GQA), so the cache is
+read exactly once; the number of chunks is chosen so that there are several programs per SM.
+A second small kernel merges the per-chunk partial outputs with their log-sum-exps.
+
+Layouts: q is (B, Hq, 1, D) for "bhld" or (B, 1, Hq, D) for "blhd"; the caches are (B, Hkv, L, D)
+or (B, L, Hkv, D).  Everything is read through strides.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels._checks import LOG2E, check_attention, empty_like_layout, interpreting, layout_strides, mma, next_pow2
+
+HEAD_DIMS: tuple[int, ...] = (64, 128, 256)
+NUM_SMS_DEFAULT = 132
+
+
+@triton.jit
+def _decode_split(Q, K, V, PO, PL, sqb, sqh, sqd, skb, skh, skl, skd, svb, svh, svl, svd,
+                  HKV, GROUP, LK, CHUNK, NSPLIT, qk_scale,
+                  HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_G: tl.constexpr, DOT_F32: tl.constexpr):
+    split = tl.program_id(0)
+    bhk = tl.program_id(1)
+    b = (bhk // HKV).to(tl.int64)
+    hk = (bhk % HKV).to(tl.int64)
+    offs_g = tl.arange(0, BLOCK_G)
+    offs_d = tl.arange(0, HEAD_DIM)
+    g_ok = offs_g < GROUP
+    heads = hk * GROUP + offs_g
+    q = tl.load(Q + b * sqb + heads[:, None] * sqh + offs_d[None, :] * sqd, mask=g_ok[:, None], other=0.0)
+    k_base = K + b * skb + hk * skh
+    v_base = V + b * svb + hk * svh
+    lo = split * CHUNK
+    hi = tl.minimum(lo + CHUNK, LK)
+    m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_G], tl.float32)
+    acc = tl.zeros([BLOCK_G, HEAD_DIM], tl.float32)
+    for start in range(lo, hi, BLOCK_N):
+        offs_n = start + tl.arange(0, BLOCK_N)
+        n_ok = offs_n < hi
+        k = tl.load(k_base + offs_n[:, None] * skl + offs_d[None, :] * skd, mask=n_ok[:, None], other=0.0)
+        v = tl.load(v_base + offs_n[:, None] * svl + offs_d[None, :] * svd, mask=n_ok[:, None], other=0.0)
+        s = mma(q, tl.trans(k), None, DOT_F32)
+        s = tl.where(n_ok[None, :], s * qk_scale, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.math.exp2(s - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = mma(p.to(v.dtype), v, acc * alpha[:, None], DOT_F32)
+        m_i = m_new
+    # every chunk holds >= 1 key, so l_i > 0 for the real heads
+    l_safe = tl.where(l_i > 0.0, l_i, 1.0)
+    bh = b * (HKV * GROUP) + heads
+    tl.store(PO + (bh[:, None] * NSPLIT + split) * HEAD_DIM + offs_d[None, :], acc / l_safe[:, None],
+             mask=g_ok[:, None])
+    tl.store(PL + bh * NSPLIT + split, m_i + tl.math.log2(l_safe), mask=g_ok)
+
+
+@triton.jit
+def _decode_combine(PO, PL, Out, sob, soh, sod, HQ, NSPLIT,
+                    HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr):
+    bh = tl.program_id(0).to(tl.int64)
+    offs_s = tl.arange(0, BLOCK_S)
+    offs_d = tl.arange(0, HEAD_DIM)
+    s_ok = offs_s < NSPLIT
+    lse = tl.load(PL + bh * NSPLIT + offs_s, mask=s_ok, other=float("-inf"))
+    w = tl.math.exp2(lse - tl.max(lse, 0))
+    w = w / tl.sum(w, 0)
+    po = tl.load(PO + (bh * NSPLIT + offs_s[:, None]) * HEAD_DIM + offs_d[None, :], mask=s_ok[:, None], other=0.0)
+    out = tl.sum(po * w[:, None], 0)
+    b = bh // HQ
+    h = bh % HQ
+    tl.store(Out + b * sob + h * soh + offs_d * sod, out.to(Out.dtype.element_ty))
+
+
+def _num_sms(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return NUM_SMS_DEFAULT
+
+
+def choose_splits(batch: int, heads_kv: int, len_k: int, block_n: int, num_sms: int, waves: float = 2.0) -> int:
+    """KV chunks per (batch, kv head): about ``waves`` programs per SM, each chunk >= 2 tiles."""
+    tiles = triton.cdiv(len_k, block_n)
+    want = max(1, math.ceil(waves * num_sms / max(batch * heads_kv, 1)))
+    return max(1, min(want, tiles // 2 if tiles >= 2 else 1))
+
+
+def decode_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    sm_scale: float | None = None,
+    layout: str = "bhld",
+    *,
+    num_splits: int | None = None,
+    block_n: int | None = None,
+    num_warps: int | None = None,
+    num_stages: int | None = None,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Attention of one query position against a KV cache of any length.
+
+    q: (B, Hq, 1, D) ("bhld") or (B, 1, Hq, D) ("blhd"); caches: (B, Hkv, L, D) or (B, L, Hkv, D),
+    Hq a multiple of Hkv.  Returns q's shape (into ``out`` if given).  ``num_splits`` and the tile
+    sizes override the heuristic.
+    """
+    dims = check_attention(q, k_cache, v_cache, layout, HEAD_DIMS)
+    if dims.len_q != 1:
+        raise ValueError(f"decode needs a query length of 1, got {dims.len_q}")
+    scale = 1.0 / math.sqrt(dims.head_dim) if sm_scale is None else float(sm_scale)
+    if out is None:
+        out = empty_like_layout(dims.batch, dims.heads_q, 1, dims.head_dim, layout, q)
+    if tuple(out.shape) != tuple(q.shape) or out.dtype != q.dtype or out.device != q.device:
+        raise ValueError(f"out must match q: {tuple(q.shape)} {q.dtype}, got {tuple(out.shape)} {out.dtype}")
+    if out.numel() == 0:
+        return out
+    if dims.len_k == 0:  # empty cache: nothing to attend to, zero output, no launch
+        return out.zero_()
+    interp = interpreting()
+    bn = block_n or (16 if interp else (64 if dims.head_dim <= 128 else 32))
+    nsplit = num_splits or choose_splits(dims.batch, dims.heads_kv, dims.len_k, bn, _num_sms(q.device))
+    chunk = triton.cdiv(triton.cdiv(dims.len_k, nsplit), bn) * bn
+    nsplit = triton.cdiv(dims.len_k, chunk)  # every chunk non-empty
+    bh = dims.batch * dims.heads_q
+    part_o = torch.empty((bh, nsplit, dims.head_dim), dtype=torch.float32, device=q.device)
+    part_l = torch.empty((bh, nsplit), dtype=torch.float32, device=q.device)
+    sq = layout_strides(q, layout)
+    sk = layout_strides(k_cache, layout)
+    sv = layout_strides(v_cache, layout)
+    block_g = max(16, next_pow2(dims.group))
+    extra = {} if interp else {"num_warps": num_warps or 4, "num_stages": num_stages or 3}
+    _decode_split[(nsplit, dims.batch * dims.heads_kv)](
+        q, k_cache, v_cache, part_o, part_l, sq[0], sq[1], sq[3], *sk, *sv,
+        dims.heads_kv, dims.group, dims.len_k, chunk, nsplit, scale * LOG2E,
+        HEAD_DIM=dims.head_dim, BLOCK_N=bn, BLOCK_G=block_g, DOT_F32=interp, **extra)
+    so = layout_strides(out, layout)
+    _decode_combine[(bh,)](part_o, part_l, out, so[0], so[1], so[3], dims.heads_q, nsplit,
+                           HEAD_DIM=dims.head_dim, BLOCK_S=max(2, next_pow2(nsplit)))
+    return out
+
+
+__all__ = ["HEAD_DIMS", "choose_splits", "decode_attention"]

@@ -1,0 +1,186 @@
+"""Persistent, autotuned Triton GEMM: ``C = A @ B`` for fp16/bf16, any M, N, K.
+
+One program per SM loops over output tiles (grouped ordering, so neighbouring programs share A
+row-panels and B column-panels in L2).  On Hopper with 16-byte aligned strides the tiles arrive
+through tensor descriptors (TMA; out-of-range elements zero-filled, stores clipped); otherwise through
+masked pointer loads (also the CPU-interpreter path).  B may be row-major (K, N) or column-major
+(a transposed (N, K) tensor); both are read in place.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels._checks import check_device, check_dtype, interpreting, mma, set_triton_allocator
+
+
+@triton.jit
+def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    per_group = GROUP_M * num_pid_n
+    first_m = (tile_id // per_group) * GROUP_M
+    group_m = tl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (tile_id % per_group) % group_m
+    pid_n = (tile_id % per_group) // group_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def _matmul_kernel(A, B, C, M, N, K, sam, sak, sbk, sbn, scm, scn,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                   USE_TMA: tl.constexpr, B_COLMAJOR: tl.constexpr, DOT_F32: tl.constexpr,
+                   FLATTEN: tl.constexpr = False, EPI: tl.constexpr = 0, WS: tl.constexpr = False):
+    # EPI (TMA path): 0 = one tensor-descriptor store of the tile, 1 = two half-tile stores (half the
+    # shared-memory staging, room for a deeper pipeline), 2 = plain masked stores from registers.
+    start = tl.program_id(0)
+    num_progs = tl.num_programs(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_tiles = num_pid_m * num_pid_n
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    if USE_TMA:
+        a_desc = tl.make_tensor_descriptor(A, [M, K], [sam, 1], [BLOCK_M, BLOCK_K])
+        if B_COLMAJOR:
+            b_desc = tl.make_tensor_descriptor(B, [N, K], [sbn, 1], [BLOCK_N, BLOCK_K])
+        else:
+            b_desc = tl.make_tensor_descriptor(B, [K, N], [sbk, 1], [BLOCK_K, BLOCK_N])
+        if EPI == 0:
+            c_desc = tl.make_tensor_descriptor(C, [M, N], [scm, 1], [BLOCK_M, BLOCK_N])
+        elif EPI == 1:
+            c_desc = tl.make_tensor_descriptor(C, [M, N], [scm, 1], [BLOCK_M, BLOCK_N // 2])
+    offs_bk = tl.arange(0, BLOCK_K)
+    for tile_id in tl.range(start, num_tiles, num_progs, flatten=FLATTEN, warp_specialize=WS):
+        pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        offs_m = off_m + tl.arange(0, BLOCK_M)
+        offs_n = off_n + tl.arange(0, BLOCK_N)
+        acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+        for kt in range(k_tiles):
+            off_k = kt * BLOCK_K
+            if USE_TMA:
+                a = a_desc.load([off_m, off_k])
+                if B_COLMAJOR:  # noqa: SIM108 (constexpr branch)
+                    b = b_desc.load([off_n, off_k]).T
+                else:
+                    b = b_desc.load([off_k, off_n])
+            else:
+                offs_k = off_k + offs_bk
+                a = tl.load(A + offs_m[:, None].to(tl.int64) * sam + offs_k[None, :] * sak,
+                            mask=(offs_m[:, None] < M) & (offs_k[None, :] < K), other=0.0)
+                b = tl.load(B + offs_k[:, None].to(tl.int64) * sbk + offs_n[None, :] * sbn,
+                            mask=(offs_k[:, None] < K) & (offs_n[None, :] < N), other=0.0)
+            acc = mma(a, b, acc, DOT_F32)
+        c = acc.to(C.dtype.element_ty)
+        if USE_TMA and EPI == 0:
+            c_desc.store([off_m, off_n], c)
+        elif USE_TMA and EPI == 1:
+            c0, c1 = tl.split(tl.permute(tl.reshape(c, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1)))
+            c_desc.store([off_m, off_n], c0)
+            c_desc.store([off_m, off_n + BLOCK_N // 2], c1)
+        else:
+            tl.store(C + offs_m[:, None].to(tl.int64) * scm + offs_n[None, :] * scn, c,
+                     mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+# (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, EPI, FLATTEN): Hopper-tuned, kernels/NOTES.md.
+CONFIGS: list[tuple] = [
+    (128, 256, 64, 8, 8, 3, 0, False),
+    (128, 256, 64, 8, 8, 3, 0, True),
+    (128, 128, 64, 8, 8, 4, 0, False),
+]
+INTERPRET_CONFIG: tuple = (32, 32, 16, 2, 4, 1)
+
+
+def _to_config(c: tuple) -> triton.Config:
+    kw = {"BLOCK_M": c[0], "BLOCK_N": c[1], "BLOCK_K": c[2], "GROUP_M": c[3]}
+    if len(c) > 6:
+        kw.update(EPI=c[6], FLATTEN=bool(c[7]))
+    return triton.Config(kw, num_warps=c[4], num_stages=c[5])
+
+
+_matmul_tuned = triton.autotune([_to_config(c) for c in CONFIGS], key=["M", "N", "K", "USE_TMA", "B_COLMAJOR"])(
+    _matmul_kernel
+)
+
+
+def set_configs(configs: list[tuple]) -> None:
+    """Replace the autotuner's candidates (8-tuples as in CONFIGS); used by kernels/tune.py."""
+    CONFIGS[:] = list(configs)
+    _matmul_tuned.configs = [_to_config(c) for c in CONFIGS]
+    _matmul_tuned.cache.clear()
+
+
+def _tma_ok(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
+    if interpreting() or a.device.type != "cuda" or torch.cuda.get_device_capability(a.device)[0] < 9:
+        return False
+    es = a.element_size()
+    if a.stride(1) != 1 or c.stride(1) != 1 or not (b.stride(1) == 1 or b.stride(0) == 1):
+        return False
+    ptrs_ok = all(t.data_ptr() % 16 == 0 for t in (a, b, c))
+    bstride = b.stride(0) if b.stride(1) == 1 else b.stride(1)
+    return ptrs_ok and all((s * es) % 16 == 0 for s in (a.stride(0), bstride, c.stride(0)))
+
+
+def num_sms(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
+
+
+def matmul(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    config: tuple | None = None,
+    use_tma: bool | None = None,
+    persistent: bool = True,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``a @ b`` for 2-D fp16/bf16 tensors (M, K) x (K, N) -> (M, N), fp32 accumulation.
+
+    ``config`` (a CONFIGS tuple; 6 entries = EPI 0, no flattening), ``use_tma`` and ``persistent`` are
+    tuning knobs (``kernels/tune.py``); the defaults autotune on GPU.
+    """
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 2:
+            raise ValueError(f"{name} must be a 2-D tensor, got {getattr(t, 'shape', type(t).__name__)}")
+    check_dtype(a, b)
+    check_device(a, b)
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"inner dimensions must match: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    m, k = a.shape
+    n = b.shape[1]
+    c = torch.empty((m, n), dtype=a.dtype, device=a.device) if out is None else out
+    if tuple(c.shape) != (m, n) or c.dtype != a.dtype or c.device != a.device:
+        raise ValueError(f"out must be ({m}, {n}) {a.dtype} on {a.device}, got {tuple(c.shape)} {c.dtype}")
+    if c.numel() == 0:
+        return c
+    if k == 0:
+        return c.zero_()
+    tma = _tma_ok(a, b, c) if use_tma is None else use_tma
+    colmajor = bool(b.stride(0) == 1 and b.stride(1) != 1) if tma else False
+    if tma:
+        set_triton_allocator()
+    args = (a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    sms = num_sms(a.device)
+    consts = {"USE_TMA": tma, "B_COLMAJOR": colmajor, "DOT_F32": interpreting()}
+
+    def grid_for(bm: int, bn: int) -> int:
+        tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
+        return min(sms, tiles) if persistent else tiles
+
+    if config is None and interpreting():
+        config = INTERPRET_CONFIG
+    if config is None:
+        def grid(meta: dict) -> tuple[int]:
+            return (grid_for(meta["BLOCK_M"], meta["BLOCK_N"]),)
+
+        _matmul_tuned[grid](*args, **consts)
+    else:
+        cfg = _to_config(config)
+        progs = grid_for(config[0], config[1])
+        _matmul_kernel[(progs,)](*args, **cfg.kwargs, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **consts)
+    return c
+
+
+__all__ = ["CONFIGS", "matmul", "set_configs"]

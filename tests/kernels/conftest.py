@@ -1,0 +1,40 @@
+"""Kernel tests: on a machine without a CUDA GPU they run through Triton's CPU interpreter.
+
+``TRITON_INTERPRET=1`` must be set before any kernel module is imported (``triton.jit`` reads it when
+it decorates), so it is set here, at conftest import.  Tests marked ``gpu`` are skipped without CUDA.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+if not HAS_CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+DEVICE = "cuda" if HAS_CUDA else "cpu"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if HAS_CUDA:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords and str(item.fspath).startswith(os.path.dirname(__file__)):
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def device() -> str:
+    return DEVICE
+
+
+@pytest.fixture
+def gen() -> torch.Generator:
+    """A freshly seeded generator per test: new random inputs every run (never zeros)."""
+    g = torch.Generator()
+    g.seed()
+    return g

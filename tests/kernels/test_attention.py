@@ -1,0 +1,153 @@
+"""FlashAttention forward/backward against a float64 (CPU) / float32 (GPU) reference.
+
+CPU: small odd shapes through the Triton interpreter.  GPU (``-m gpu``): real shapes, fast path.
+Outputs are poisoned with NaN before every launch, so an unwritten element fails the check.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernels.attention import attention_backward, attention_forward, attention_path, flash_attention
+from kernels.reference import attention_fp32, rel_err
+
+# relative-error bounds ||out - ref|| / ||ref|| per dtype (fp16: 10 mantissa bits, bf16: 7)
+FWD_TOL = {torch.float16: 4e-3, torch.bfloat16: 2.5e-2}
+BWD_TOL = {torch.float16: 1e-2, torch.bfloat16: 5e-2}
+
+
+def _shape(b: int, h: int, seq: int, d: int, layout: str) -> tuple[int, int, int, int]:
+    return (b, h, seq, d) if layout == "bhld" else (b, seq, h, d)
+
+
+def _rand(shape, dtype, device, gen) -> torch.Tensor:
+    return torch.randn(shape, generator=gen, dtype=torch.float32).to(device=device, dtype=dtype)
+
+
+def _nan(shape, dtype, device) -> torch.Tensor:
+    return torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+
+def check_attention(b, hq, hk, lq, lk, d, causal, layout, dtype, device, gen, *, use_tma=None, backward=True,
+                    ref_dtype=torch.float64, config=None, bwd_configs=(None, None)):
+    q = _rand(_shape(b, hq, lq, d, layout), dtype, device, gen)
+    k = _rand(_shape(b, hk, lk, d, layout), dtype, device, gen)
+    v = _rand(_shape(b, hk, lk, d, layout), dtype, device, gen)
+    out = _nan(q.shape, dtype, device)
+    lse = _nan((b, hq, lq), torch.float32, device)
+    attention_forward(q, k, v, causal, None, layout, use_tma=use_tma, out=out, lse=lse, config=config)
+    qr, kr, vr = (t.detach().to(ref_dtype).requires_grad_() for t in (q, k, v))
+    ref, ref_lse = attention_fp32(qr, kr, vr, causal, None, layout, dtype=ref_dtype)
+    tag = f"seed={gen.initial_seed()} {layout} {dtype} causal={causal} q={tuple(q.shape)} k={tuple(k.shape)}"
+    assert torch.isfinite(out).all(), f"unwritten or non-finite output: {tag}"
+    err = rel_err(out, ref)
+    assert err < FWD_TOL[dtype], f"forward rel err {err:.2e}: {tag}"
+    assert torch.equal(torch.isinf(lse), torch.isinf(ref_lse)), tag
+    fin = torch.isfinite(ref_lse)
+    assert (lse[fin].double() - ref_lse[fin].detach().double()).abs().max().item() < 2e-2, tag
+    if not backward:
+        return
+    do = _rand(q.shape, dtype, device, gen)
+    grads = [_nan(t.shape, dtype, device) for t in (q, k, v)]
+    attention_backward(do, q, k, v, out, lse, causal, None, layout, use_tma=use_tma, configs=bwd_configs,
+                       dq=grads[0], dk=grads[1], dv=grads[2])
+    ref.backward(do.to(ref_dtype))
+    for name, g, r in zip(("dq", "dk", "dv"), grads, (qr.grad, kr.grad, vr.grad), strict=True):
+        assert torch.isfinite(g).all(), f"{name} unwritten or non-finite: {tag}"
+        e = rel_err(g, r)
+        assert e < BWD_TOL[dtype], f"{name} rel err {e:.2e}: {tag}"
+
+
+CPU_CASES = [
+    # b, hq, hk, lq, lk, d, causal, layout, dtype
+    (1, 2, 2, 37, 37, 64, False, "bhld", torch.float16),
+    (2, 2, 2, 50, 50, 64, True, "bhld", torch.bfloat16),
+    (1, 4, 2, 37, 53, 64, True, "blhd", torch.float16),  # GQA, Lk > Lq: bottom-right diagonal
+    (1, 2, 1, 61, 29, 64, True, "blhd", torch.bfloat16),  # Lq > Lk: first rows see no key
+    (1, 3, 1, 17, 40, 128, False, "bhld", torch.float16),  # group of 3
+    (1, 1, 1, 20, 33, 256, True, "blhd", torch.float16),
+    (1, 2, 2, 1, 45, 64, True, "bhld", torch.bfloat16),  # a single query row
+]
+
+
+@pytest.mark.parametrize(("b", "hq", "hk", "lq", "lk", "d", "causal", "layout", "dtype"), CPU_CASES)
+def test_attention_matches_reference(b, hq, hk, lq, lk, d, causal, layout, dtype, device, gen):
+    check_attention(b, hq, hk, lq, lk, d, causal, layout, dtype, device, gen)
+
+
+@pytest.mark.parametrize(("causal", "layout"), [(True, "bhld"), (False, "blhd")])
+def test_attention_tensor_descriptor_path(causal, layout, device, gen):
+    """The TMA (tensor-descriptor) code path, which the interpreter can also run."""
+    check_attention(1, 4, 2, 45, 70, 64, causal, layout, torch.bfloat16, device, gen, use_tma=True)
+
+
+def test_autograd_function_and_non_contiguous_inputs(device, gen):
+    """q, k, v as strided views of one packed (B, L, 3, H, D) tensor; gradients through autograd."""
+    b, seq, h, d = 2, 33, 2, 64
+    qkv = _rand((b, seq, 3, h, d), torch.float16, device, gen).requires_grad_()
+    q, k, v = qkv.unbind(2)
+    assert not q.is_contiguous()
+    out = flash_attention(q, k, v, causal=True, layout="blhd")
+    qkv64 = qkv.detach().double().requires_grad_()
+    ref, _ = attention_fp32(*qkv64.unbind(2), causal=True, layout="blhd", dtype=torch.float64)
+    assert rel_err(out, ref) < FWD_TOL[torch.float16]
+    do = _rand(out.shape, torch.float16, device, gen)
+    out.backward(do)
+    ref.backward(do.double())
+    assert rel_err(qkv.grad, qkv64.grad) < BWD_TOL[torch.float16]
+
+
+def test_custom_scale(device, gen):
+    q, k, v = (_rand((1, 2, 24, 64), torch.float16, device, gen) for _ in range(3))
+    out, lse = attention_forward(q, k, v, sm_scale=0.3)
+    ref, ref_lse = attention_fp32(q, k, v, sm_scale=0.3, dtype=torch.float64)
+    assert rel_err(out, ref) < FWD_TOL[torch.float16]
+    assert (lse.double() - ref_lse).abs().max().item() < 1e-2
+
+
+def test_empty_sequences(device):
+    q = torch.randn(1, 2, 0, 64, dtype=torch.float16, device=device)
+    k = torch.randn(1, 2, 5, 64, dtype=torch.float16, device=device)
+    out, lse = attention_forward(q, k, k)
+    assert out.shape == (1, 2, 0, 64) and lse.shape == (1, 2, 0)
+    q2 = torch.randn(1, 2, 3, 64, dtype=torch.float16, device=device)
+    k0 = torch.randn(1, 2, 0, 64, dtype=torch.float16, device=device)
+    out2, lse2 = attention_forward(q2, k0, k0)
+    assert torch.equal(out2, torch.zeros_like(out2)) and torch.isinf(lse2).all()
+
+
+# --- GPU: real shapes, fast path ----------------------------------------------------------------------
+GPU_CASES = [
+    (2, 16, 16, 2048, 2048, 128, False, "bhld", torch.bfloat16),
+    (2, 16, 16, 2048, 2048, 128, True, "bhld", torch.bfloat16),
+    (2, 16, 16, 1531, 1531, 64, True, "bhld", torch.float16),
+    (1, 32, 8, 1000, 3001, 128, True, "blhd", torch.bfloat16),
+    (2, 8, 2, 2048, 2048, 64, False, "blhd", torch.float16),
+    (1, 8, 8, 1024, 1024, 256, True, "bhld", torch.bfloat16),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("b", "hq", "hk", "lq", "lk", "d", "causal", "layout", "dtype"), GPU_CASES)
+def test_attention_gpu(b, hq, hk, lq, lk, d, causal, layout, dtype, gen):
+    """The default (autotuned, Hopper-tuned) path at real shapes."""
+    q = torch.empty(_shape(b, hq, lq, d, layout), device="cuda", dtype=dtype)
+    if torch.cuda.get_device_capability()[0] >= 9:
+        assert attention_path(q, q, q) == "hopper"
+    check_attention(b, hq, hk, lq, lk, d, causal, layout, dtype, "cuda", gen, ref_dtype=torch.float32)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("use_tma", [True, False], ids=["tma", "pointer"])
+@pytest.mark.parametrize(("d", "fwd", "bwd"), [
+    (128, (128, 64, 8, 3), ((64, 128, 8, 2), (128, 64, 8, 3))),
+    (128, (128, 128, 8, 3), ((64, 128, 8, 3), (128, 128, 8, 2))),
+    (64, (128, 128, 4, 3), ((64, 64, 4, 3), (128, 64, 8, 3))),
+])
+def test_attention_gpu_load_paths(use_tma, d, fwd, bwd, gen):
+    """Both compiled load paths at ragged shapes (GQA, Lq != Lk, causal), explicit Hopper configs."""
+    if use_tma and torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("tensor descriptors need compute capability 9")
+    check_attention(1, 8, 2, 1021, 1500, d, True, "blhd", torch.bfloat16, "cuda", gen, use_tma=use_tma,
+                    ref_dtype=torch.float32, config=fwd, bwd_configs=bwd)

@@ -1,0 +1,78 @@
+"""Split-KV decode attention against a float64 (CPU) / float32 (GPU) reference."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernels.decode import decode_attention
+from kernels.reference import decode_fp32, rel_err
+
+TOL = {torch.float16: 4e-3, torch.bfloat16: 2.5e-2}
+
+
+def _shape(b, h, seq, d, layout):
+    return (b, h, seq, d) if layout == "bhld" else (b, seq, h, d)
+
+
+def _rand(shape, dtype, device, gen):
+    return torch.randn(shape, generator=gen).to(device=device, dtype=dtype)
+
+
+def check_decode(b, hq, hk, seq, d, layout, dtype, device, gen, num_splits=None, cache_len=None,
+                 ref_dtype=torch.float64):
+    """``cache_len`` > seq: the caches are views of the first ``seq`` slots of a longer buffer."""
+    cap = cache_len or seq
+    q = _rand(_shape(b, hq, 1, d, layout), dtype, device, gen)
+    kbuf = _rand(_shape(b, hk, cap, d, layout), dtype, device, gen)
+    vbuf = _rand(_shape(b, hk, cap, d, layout), dtype, device, gen)
+    dim = 2 if layout == "bhld" else 1
+    k, v = kbuf.narrow(dim, 0, seq), vbuf.narrow(dim, 0, seq)
+    out = torch.full(q.shape, float("nan"), dtype=dtype, device=device)
+    decode_attention(q, k, v, layout=layout, num_splits=num_splits, out=out)
+    ref = decode_fp32(q.to(ref_dtype), k.to(ref_dtype), v.to(ref_dtype), layout=layout)
+    tag = f"seed={gen.initial_seed()} {layout} {dtype} q={tuple(q.shape)} k={tuple(k.shape)} splits={num_splits}"
+    assert torch.isfinite(out).all(), f"unwritten output: {tag}"
+    err = rel_err(out, ref)
+    assert err < TOL[dtype], f"rel err {err:.2e}: {tag}"
+
+
+@pytest.mark.parametrize(
+    ("b", "hq", "hk", "seq", "d", "layout", "dtype", "splits", "cache_len"),
+    [
+        (2, 4, 4, 300, 64, "bhld", torch.float16, None, None),
+        (1, 8, 2, 129, 128, "blhd", torch.bfloat16, 3, None),  # GQA, 3 chunks, ragged tail
+        (1, 2, 1, 1, 64, "bhld", torch.float16, None, None),  # a single cached position
+        (2, 4, 1, 77, 64, "bhld", torch.bfloat16, 5, 96),  # cache is a view of a longer buffer
+        (1, 2, 2, 50, 256, "blhd", torch.float16, 2, 64),
+    ],
+)
+def test_decode_matches_reference(b, hq, hk, seq, d, layout, dtype, splits, cache_len, device, gen):
+    check_decode(b, hq, hk, seq, d, layout, dtype, device, gen, splits, cache_len)
+
+
+def test_decode_rejects_long_query(device):
+    q = torch.randn(1, 2, 2, 64, dtype=torch.float16, device=device)
+    with pytest.raises(ValueError, match="query length of 1"):
+        decode_attention(q, q, q)
+
+
+def test_decode_empty_cache(device):
+    q = torch.randn(1, 2, 1, 64, dtype=torch.float16, device=device)
+    k = torch.randn(1, 2, 0, 64, dtype=torch.float16, device=device)
+    out = decode_attention(q, k, k)
+    assert torch.equal(out, torch.zeros_like(out))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("b", "hq", "hk", "seq", "d", "layout", "dtype"),
+    [
+        (8, 16, 16, 2048, 64, "bhld", torch.float16),
+        (4, 32, 8, 8192, 128, "bhld", torch.bfloat16),
+        (2, 32, 8, 32771, 128, "blhd", torch.bfloat16),
+        (1, 8, 8, 131072, 128, "bhld", torch.float16),
+    ],
+)
+def test_decode_gpu(b, hq, hk, seq, d, layout, dtype, gen):
+    check_decode(b, hq, hk, seq, d, layout, dtype, "cuda", gen, ref_dtype=torch.float32)

@@ -1,0 +1,79 @@
+"""FlashAttention benchmarks: our Triton kernels beside SDPA's flash, efficient and cuDNN backends.
+
+GPU only (skipped without CUDA).  FLOPs: 4*B*H*L^2*D forward (half of it causal), 2.5x that backward.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernels.attention import attention_backward, attention_forward
+from kernels.reference import sdpa
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+
+def _randn(*shape: int, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+    """Random CUDA tensor from a private generator (the default one may be tied to a captured graph)."""
+    g = torch.Generator(device="cuda")
+    g.seed()
+    return torch.randn(shape, device="cuda", dtype=dtype, generator=g)
+
+IMPLS = ("ours", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn")
+SHAPES = [(512, 128), (4096, 64), (4096, 128), (16384, 128)]  # (L, D); B*L = 16k tokens, 16 heads
+
+
+def _inputs(seq: int, d: int, n: int = 3) -> list[torch.Tensor]:
+    b = max(1, 16384 // seq)
+    return [_randn(b, 16, seq, d) for _ in range(n)]
+
+
+def _fwd_flops(q: torch.Tensor, causal: bool) -> float:
+    b, h, seq, d = q.shape
+    return 4.0 * b * h * seq * seq * d * (0.5 if causal else 1.0)
+
+
+def _runnable(fn, *args) -> None:
+    try:
+        fn(*args)
+    except RuntimeError as exc:  # an SDPA backend that cannot take these inputs on this GPU
+        pytest.skip(f"not runnable here: {str(exc).splitlines()[0][:120]}")
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize(("seq", "d"), SHAPES, ids=[f"L{s}-d{d}" for s, d in SHAPES])
+def test_flash_forward(perf, impl, causal, seq, d):
+    q, k, v = _inputs(seq, d)
+    perf.flops = _fwd_flops(q, causal)
+    perf.bytes = 4 * q.numel() * q.element_size()
+    if impl == "ours":
+        fn, args = attention_forward, (q, k, v, causal)
+    else:
+        fn, args = sdpa, (q, k, v, causal, impl.removeprefix("sdpa-"))
+    _runnable(fn, *args)
+    perf(fn, *args)
+
+
+def _sdpa_backward(out, inputs, do):
+    return torch.autograd.grad(out, inputs, do, retain_graph=True)
+
+
+@pytest.mark.parametrize("impl", ("ours", "sdpa-flash", "sdpa-cudnn"))
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_flash_backward(perf, impl, causal):
+    q, k, v, do = _inputs(4096, 128, 4)
+    perf.flops = 2.5 * _fwd_flops(q, causal)
+    perf.bytes = 8 * q.numel() * q.element_size()
+    if impl == "ours":
+        out, lse = attention_forward(q, k, v, causal)
+        perf(attention_backward, do, q, k, v, out, lse, causal)
+        return
+    qkv = tuple(t.requires_grad_() for t in (q, k, v))
+    try:
+        out = sdpa(*qkv, causal, impl.removeprefix("sdpa-"))
+    except RuntimeError as exc:
+        pytest.skip(f"not runnable here: {str(exc).splitlines()[0][:120]}")
+    _runnable(_sdpa_backward, out, qkv, do)
+    perf(_sdpa_backward, out, qkv, do)
