@@ -19,7 +19,9 @@ $(PY):
 
 $(STAMP): pyproject.toml | $(PY)
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_PIN)"
-	$(PY) -m pip install -q --no-build-isolation -e .
+	$(PY) -m pip install -q --no-build-isolation -e . || { echo "make: pip could not resolve the \
+	dependencies (offline?); installing perfci alone, using what is importable"; \
+	$(PY) -m pip install -q --no-build-isolation --no-deps -e .; }
 	@$(PY) -m ruff --version >/dev/null 2>&1 || $(PY) -m pip install -q ruff \
 		|| echo "make: ruff could not be installed here; lint will be skipped"
 	@touch $@

@@ -295,8 +295,7 @@ class GraphTimer(_CudaTimerBase):
             graph = self._capture(fn, calls)
         except Exception as exc:  # capture is refused by syncs, host reads, unsafe allocations...
             reason = f"CUDA graph capture failed: {type(exc).__name__}: {_first_line(exc)}"
-            with contextlib.suppress(Exception):
-                torch.cuda.synchronize()
+            self._recover_from_failed_capture()
             return EventTimer(self._index, self._annotate).measure(fn, policy, fallback_reason=reason)
         annotate = self._annotate
 
@@ -310,6 +309,23 @@ class GraphTimer(_CudaTimerBase):
             return list(itertools.pairwise(events))
 
         return self._pipelined("graph", enqueue, calls, call_s * calls, policy)
+
+    def _recover_from_failed_capture(self) -> None:
+        """Leave the process as a failed capture found it.
+
+        A capture that fails never reaches its epilogue, so the CUDA RNG generators it registered
+        stay in capture mode and the next ``torch.randn(device='cuda')`` raises. One small capture
+        that succeeds runs the prologue/epilogue pair again and resets them.
+        """
+        torch = self._torch
+        with contextlib.suppress(Exception):
+            torch.cuda.synchronize()
+        with contextlib.suppress(Exception):
+            scratch = torch.zeros(1, device=f"cuda:{self._index}")
+            reset = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(reset):
+                scratch.add_(1)
+            torch.cuda.synchronize()
 
     def _capture(self, fn: Callable[[], Any], calls: int) -> Any:
         torch = self._torch

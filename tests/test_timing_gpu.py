@@ -1,0 +1,71 @@
+"""The CUDA timers on a real GPU (skipped cleanly without one)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from perfci.measurement import SamplingPolicy
+from perfci.timing import EventTimer, GraphTimer, make_timer
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+QUICK = SamplingPolicy(min_time_s=0.2, max_time_s=1.0, warmup_min_s=0.1, warmup_max_s=1.0)
+
+
+def test_graph_timer_batches_short_kernels_and_reads_the_clock_in_band():
+    x = torch.randn(4096, device="cuda")
+    m = GraphTimer().measure(lambda: x.add(1), QUICK)
+    assert m.timer == "graph" and m.fallback_reason is None
+    assert m.calls_per_sample >= 100  # ~1 us kernels: many calls per replay, so replays are not host-bound
+    assert 0.0003 < m.median_ms < 0.02
+    assert m.sample_sm_clock_mhz and 200 < m.median_sm_clock_mhz < 4000
+    assert "in-band" in m.extra["clock_source"]
+    assert len(m.sample_sm_clock_mhz) == len(m.samples_ms)
+
+
+def test_graph_time_matches_cupti_kernel_time_for_a_long_kernel():
+    from torch.profiler import ProfilerActivity, profile
+
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    m = GraphTimer().measure(lambda: a @ a, QUICK)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(m.calls_per_sample):
+            a @ a
+    for _ in range(50):
+        graph.replay()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(10):
+            graph.replay()
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type.name == "CUDA"]
+    cupti_ms = sum(e.device_time for e in kernels) / (10 * m.calls_per_sample) / 1e3
+    assert m.median_ms == pytest.approx(cupti_ms, rel=0.05)
+
+
+def test_failed_capture_falls_back_to_events_and_leaves_the_rng_usable():
+    x = torch.randn(1024, device="cuda")
+
+    def syncs():
+        if x.sum().item() > 1e9:  # a host read: graph capture refuses it
+            raise AssertionError
+        return x * 2
+
+    m = GraphTimer().measure(syncs, QUICK)
+    assert m.timer == "event" and "capture failed" in (m.fallback_reason or "")
+    assert m.median_ms > 0
+    torch.randn(16, device="cuda")  # raised "Offset increment outside graph capture" before the fix
+
+
+def test_cold_l2_is_slower_than_hot_for_an_l2_resident_read():
+    x = torch.randn(4 * 2**20, device="cuda")  # 16 MB: fits in L2
+    hot = EventTimer().measure(lambda: x.sum(), QUICK)
+    cold = EventTimer().measure(lambda: x.sum(), SamplingPolicy(**{**QUICK.__dict__, "l2_flush": True}))
+    assert cold.l2_flush and not hot.l2_flush
+    assert cold.median_ms > hot.median_ms * 1.05
+
+
+def test_auto_timer_is_graph_on_gpu_and_event_when_cold():
+    assert make_timer("auto", gpu_available=True).name == "graph"
+    assert make_timer("auto", gpu_available=True, l2_flush=True).name == "event"
