@@ -17,7 +17,11 @@ BENCH_ARGS ?=
 $(PY):
 	$(PYTHON) -m venv --system-site-packages $(VENV)
 
-$(STAMP): pyproject.toml | $(PY)
+# When $(PYTHON) is itself a virtual environment (as on GPU images that ship torch in one),
+# --system-site-packages sees the base interpreter only: a .pth file adds the parent's packages.
+$(STAMP): pyproject.toml Makefile | $(PY)
+	@$(PYTHON) -c "import site, sys; print('\n'.join(site.getsitepackages()) if sys.prefix != sys.base_prefix else '')" \
+		> "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/_perfci_parent_site.pth"
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_PIN)"
 	$(PY) -m pip install -q --no-build-isolation -e . || { echo "make: pip could not resolve the \
 	dependencies (offline?); installing perfci alone, using what is importable"; \

@@ -36,8 +36,8 @@ class Ranges:
         if self._domain is not None:
             domain = self._domain
             if name not in self._attributes:
-                registered = domain.get_registered_string(name)
-                self._attributes[name] = domain.get_event_attributes(message=registered or name)
+                # the domain registers the message string once and caches it
+                self._attributes[name] = domain.get_event_attributes(message=name)
             attributes = self._attributes[name]
 
             @contextmanager

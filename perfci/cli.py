@@ -99,4 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("perfci: interrupted", file=sys.stderr)
         return 3
+    except BrokenPipeError:  # `perfci env | head`: the reader left; not an error of ours
+        sys.stdout = None  # type: ignore[assignment]  # no flush of the closed pipe at exit
+        return 0
 

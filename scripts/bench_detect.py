@@ -93,12 +93,13 @@ def suite_aa(args: argparse.Namespace) -> dict:
     from perfci.gate import judge_files
     from perfci.results import ResultFile, load_results
 
-    tmp = Path(tempfile.mkdtemp(prefix="perfci-detect-"))
+    tmp = Path(args.save_runs) if args.save_runs else Path(tempfile.mkdtemp(prefix="perfci-detect-"))
+    tmp.mkdir(parents=True, exist_ok=True)
     runs: list[ResultFile] = []
     for i in range(args.suite_runs):
         out = tmp / f"run{i}.json"
         cmd = [sys.executable, "-m", "pytest", args.suite, "-q", "-p", "no:cacheprovider", f"--benchmark-json={out}",
-               f"--perfci-max-time={args.max_time}", f"--perfci-min-time={args.min_time}", "--perfci-no-profile"]
+               f"--perfci-max-time={args.max_time}", f"--perfci-min-time={args.min_time}"]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
         if not out.exists():
             raise SystemExit(f"suite run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
@@ -136,6 +137,7 @@ def main() -> int:
     ap.add_argument("--max-time", type=float, default=2.0)
     ap.add_argument("--min-time", type=float, default=0.5)
     ap.add_argument("--skip-suite", action="store_true")
+    ap.add_argument("--save-runs", default=None, help="keep the suite's result files here (run<i>.json)")
     ap.add_argument("--out", default="reports/bench_detect.json")
     ap.add_argument("--gemm-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()

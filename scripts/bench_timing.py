@@ -51,8 +51,9 @@ def cupti_ms(fn, calls: int) -> float:
     """CUPTI kernel-time sum per call, under the same sustained load as the timers.
 
     The ``calls`` calls perfci put in one graph are captured again, replayed back to back for
-    0.5 s (so clocks and power settle as they do while timing), then 20 replays are profiled:
-    the sum of the kernel durations CUPTI reports, over 20 x ``calls``.
+    0.5 s (so clocks and power settle as they do while timing), then about a second of replays
+    is profiled (at most 20k kernels): the sum of the kernel durations CUPTI reports, per call.
+    A short profiled window would catch the clock boost that follows the idle moment before it.
     """
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -66,15 +67,21 @@ def cupti_ms(fn, calls: int) -> float:
         for _ in range(5):
             graph.replay()
         torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    graph.replay()
+    stop.record()
+    stop.synchronize()
+    replays = max(5, min(int(1000.0 / max(start.elapsed_time(stop), 1e-3)), 20000 // calls))
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(20):
+        for _ in range(replays):
             graph.replay()
         torch.cuda.synchronize()
     total_us = 0.0
     for evt in prof.events():
         if evt.device_type.name == "CUDA":
             total_us += evt.device_time if hasattr(evt, "device_time") else evt.cuda_time
-    return total_us / (20 * calls) / 1e3
+    return total_us / (replays * calls) / 1e3
 
 
 def worker(args: argparse.Namespace) -> None:

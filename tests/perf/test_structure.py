@@ -64,10 +64,12 @@ def test_cross_attention_q1_kv2048(perf):
 
 
 @pytest.mark.perf(known_bad=["math_sdpa"])
-def test_cross_attention_with_learned_bias_falls_back_to_math(perf):
+def test_cross_attention_on_a_transposed_kv_cache_falls_back_to_math(perf):
+    """A KV cache kept as (B, H, D, L) and passed as a transposed view: the last dimension is
+    strided, which flash, efficient and cuDNN all refuse, so SDPA runs the math path."""
     q, k, v = _cross_attention()
-    bias = torch.zeros(1, q.shape[1], 1, k.shape[2], device=DEVICE, dtype=HALF, requires_grad=True)
-    perf(F.scaled_dot_product_attention, q, k, v, attn_mask=bias)
+    k_cache, v_cache = k.transpose(-1, -2).contiguous(), v.transpose(-1, -2).contiguous()
+    perf(F.scaled_dot_product_attention, q, k_cache.transpose(-1, -2), v_cache.transpose(-1, -2))
 
 
 def _gemm_inputs():
