@@ -100,7 +100,9 @@ def make_baseline(runs: list[ResultFile], *, gpu: str, force: bool = False) -> d
     doc = json.loads(json.dumps(first.raw))
     for bench in doc["benchmarks"]:
         info = bench.setdefault("extra_info", {}).setdefault("perfci", {})
-        medians = [r.benchmarks[bench["fullname"]].median_ms for r in runs if bench["fullname"] in r.benchmarks]
+        # per-run medians of the compared samples: the between-run noise floor of this benchmark
+        medians = [round(r.benchmarks[bench["fullname"]].gated_median_ms, 7) for r in runs
+                   if bench["fullname"] in r.benchmarks]
         if len(medians) > 1:
             info["run_medians_ms"] = medians
         bench.get("stats", {}).pop("data", None)

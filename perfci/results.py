@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfci import stats
 from perfci.errors import BadInputError
 
 SCHEMA_VERSION = 1
@@ -34,6 +35,11 @@ class BenchResult:
     @property
     def device_time(self) -> bool:
         return self.timer != "wall"
+
+    @property
+    def gated_median_ms(self) -> float:
+        """Median of the samples comparisons use (at the reference clock when normalised)."""
+        return stats.median(self.gated_samples_ms) if self.gated_samples_ms else self.median_ms
 
 
 @dataclass(frozen=True)

@@ -54,8 +54,15 @@ class EngineResult:
 
 
 def run_engine(run_batch: BatchRunner, sample_cost_s: float, policy: SamplingPolicy,
-               clock: Clock = time.perf_counter) -> EngineResult:
-    """Warm up, then sample adaptively. ``run_batch(k)`` returns k per-call times in ms."""
+               clock: Clock = time.perf_counter,
+               settle_value: Callable[[list[float]], float] | None = None) -> EngineResult:
+    """Warm up, then sample adaptively. ``run_batch(k)`` returns k per-call times in ms.
+
+    Warm-up ends when ``settle_value`` of successive batches (default: their median) agrees within
+    ``warmup_tolerance``; the CUDA timers pass the median in SM cycles, so that a clock still
+    sliding under a power cap (which normalisation accounts for) does not hold warm-up forever.
+    """
+    settle_value = settle_value or stats.median
     per_batch = max(1, min(policy.max_samples, int(policy.batch_time_s / max(sample_cost_s, 1e-9))))
 
     start = clock()
@@ -64,7 +71,7 @@ def run_engine(run_batch: BatchRunner, sample_cost_s: float, policy: SamplingPol
     settled = False
     while True:
         batch = run_batch(per_batch)
-        current = stats.median(batch)
+        current = settle_value(batch)
         elapsed = clock() - start
         if previous is not None and abs(current - previous) <= policy.warmup_tolerance * current:
             settled_runs += 1
@@ -214,7 +221,11 @@ class _CudaTimerBase:
                 last_snapshot[0] = now
             return times
 
-        result = run_engine(run_batch, cost_s, policy)
+        def in_cycles(batch: list[float]) -> float:
+            mhz = collected[-1][1] if collected else None
+            return stats.median(batch) * (mhz if mhz and math.isfinite(mhz) else 1.0)
+
+        result = run_engine(run_batch, cost_s, policy, settle_value=in_cycles)
         for _, pairs, _ in pending:
             pairs[-1][1].synchronize()
         after = nvml.snapshot() if nvml else None
@@ -237,8 +248,6 @@ class _CudaTimerBase:
         others = max((s.other_processes for s in snaps), default=0)
         if others:
             noise.append(f"{others} other process(es) used the GPU during the measurement")
-        if clocks and min(clocks) < 0.85 * max(clocks):
-            noise.append(f"SM clock moved {min(clocks):.0f}-{max(clocks):.0f} MHz during sampling")
         return Measurement(
             timer=name, device=self._device, samples_ms=result.samples_ms, calls_per_sample=calls,
             stop_reason=result.stop_reason, rel_ci=result.rel_ci, warmup_s=result.warmup_s,
@@ -390,7 +399,11 @@ def choose_normalization(measurement: Measurement, policy: SamplingPolicy, *, by
     from dataclasses import replace
 
     def keep(reason: str) -> Measurement:
-        return replace(measurement, normalization="none", normalization_reason=reason)
+        noise = measurement.noise_reasons
+        clocks = measurement.sample_sm_clock_mhz
+        if clocks and min(clocks) < 0.85 * max(clocks):  # not compensated: the time moved with it
+            noise = (*noise, f"SM clock moved {min(clocks):.0f}-{max(clocks):.0f} MHz during sampling")
+        return replace(measurement, normalization="none", normalization_reason=reason, noise_reasons=noise)
 
     if measurement.timer == "wall":
         return keep("host wall clock")

@@ -7,8 +7,8 @@ Two experiments, fresh processes throughout (needs a CUDA GPU; exit 3 without on
    first of them, their per-run medians as the noise floor, as `perfci baseline update --runs`
    does) and run i is judged against it: every SLOWER is a false alarm. pytest-benchmark's
    ``--benchmark-compare-fail=median:5%`` rule is applied to the same pairs (raw medians).
-2. Planted slowdowns. P processes (default 8) each time a 4096x4096xK bf16 GEMM at K = 4096 and at
-   K grown by ~1.5 %, 3 % and 6 % (multiples of 8). Every ordered pair of different processes gives
+2. Planted slowdowns. P processes (default 8) each time n back-to-back 2048^3 bf16 GEMMs at
+   n = 66 and n = 67, 68, 70 (+1.5 %, +3 %, +6 % work, exactly). Every ordered pair of different processes gives
    one base -> variant comparison per size (detection) and one base -> base (A/A), judged by perfci
    (one-run baseline) and by median:5%. The measured device-time change of each size is printed.
 """
@@ -26,7 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-SIZES = {"base": 4096, "+1.5%": 4160, "+3%": 4224, "+6%": 4344}
+# planted work: n back-to-back 2048^3 bf16 GEMMs; one more GEMM is exactly 1/n more work
+SIZES = {"base": 66, "+1.5%": 67, "+3%": 68, "+6%": 70}
 
 
 def gemm_worker(args: argparse.Namespace) -> None:
@@ -39,15 +40,19 @@ def gemm_worker(args: argparse.Namespace) -> None:
     fp = detect()
     policy = SamplingPolicy(max_time_s=args.max_time, min_time_s=min(args.min_time, args.max_time))
     out = {}
-    a = torch.randn(4096, max(SIZES.values()), device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(max(SIZES.values()), 4096, device="cuda", dtype=torch.bfloat16)
-    for label, k in SIZES.items():
-        ak, bk = a[:, :k].contiguous(), b[:k].contiguous()
-        m = GraphTimer().measure(lambda ak=ak, bk=bk: torch.matmul(ak, bk), policy)
+    a, b = (torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    c = torch.empty(2048, 2048, device="cuda", dtype=torch.bfloat16)
+    for label, n in SIZES.items():
+        def work(n=n):
+            for _ in range(n):
+                torch.matmul(a, b, out=c)
+
+        m = GraphTimer().measure(work, policy)
         m = choose_normalization(m, policy, bytes_moved=None, peak_bandwidth_gbps=fp.peak_memory_bandwidth_gbps,
                                  reference_sm_clock_mhz=fp.max_sm_clock_mhz)
         out[label] = {"gated": list(m.gated_samples_ms), "median_ms": m.median_ms, "noisy": m.noisy,
-                      "noise": list(m.noise_reasons), "gated_median_ms": m.gated_median_ms}
+                      "noise": list(m.noise_reasons), "gated_median_ms": m.gated_median_ms,
+                      "clock_mhz": m.median_sm_clock_mhz}
     print("RESULT " + json.dumps({"gpu": fp.name, "gemm": out}), flush=True)
 
 
@@ -73,6 +78,8 @@ def planted(args: argparse.Namespace) -> dict:
     base_median = median([r["base"]["median_ms"] for r in runs])
     for label in SIZES:
         change = median([r[label]["median_ms"] for r in runs]) / base_median - 1
+        gated_change = median([r[label]["gated_median_ms"] for r in runs]) / median(
+            [r["base"]["gated_median_ms"] for r in runs]) - 1
         ours = theirs = noisy = pairs = 0
         for i, j in itertools.permutations(range(len(runs)), 2):
             base, new = runs[i]["base"], runs[j][label]
@@ -82,8 +89,9 @@ def planted(args: argparse.Namespace) -> dict:
             ours += c.verdict is Verdict.SLOWER
             noisy += c.verdict is Verdict.NOISY
             theirs += median5_fails(base["median_ms"], new["median_ms"])
-        table[label] = {"measured_change": change, "pairs": pairs, "perfci_slower": ours, "perfci_noisy": noisy,
-                        "median5_fail": theirs}
+        table[label] = {"measured_change": change, "gated_change": gated_change, "pairs": pairs,
+                        "clocks_mhz": [r[label]["clock_mhz"] for r in runs], "perfci_slower": ours,
+                        "perfci_noisy": noisy, "median5_fail": theirs}
     return table
 
 
@@ -105,7 +113,7 @@ def suite_aa(args: argparse.Namespace) -> dict:
             raise SystemExit(f"suite run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
         runs.append(load_results(out))
         print(f"suite A/A: run {i + 1}/{args.suite_runs} ({len(runs[-1].benchmarks)} benchmarks)", flush=True)
-    alarms, median5, noisy, compared, per_run = [], [], 0, 0, []
+    alarms, median5, noisy, compared, per_run, reasons = [], [], 0, 0, [], []
     for i, new in enumerate(runs):
         others = [r for j, r in enumerate(runs) if j != i]
         doc = make_baseline(others, gpu=new.gpu or "", force=True)
@@ -121,12 +129,14 @@ def suite_aa(args: argparse.Namespace) -> dict:
                 run_alarms += 1
             if o.comparison is not None and o.comparison.verdict is Verdict.NOISY:
                 noisy += 1
+                reasons.append(f"{o.name}: {'; '.join(o.comparison.reasons)[:200]}")
             b = base.benchmarks.get(o.name)
             if b is not None and median5_fails(b.median_ms, new.benchmarks[o.name].median_ms):
                 median5.append((i, o.name))
         per_run.append(run_alarms)
     return {"runs": args.suite_runs, "benchmarks": len(runs[0].benchmarks), "comparisons": compared,
-            "false_alarms": alarms, "false_alarms_per_run": per_run, "noisy": noisy, "median5_false_alarms": median5}
+            "false_alarms": alarms, "false_alarms_per_run": per_run, "noisy": noisy, "median5_false_alarms": median5,
+            "noisy_reasons": reasons}
 
 
 def main() -> int:
@@ -155,18 +165,21 @@ def main() -> int:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
     print(f"\nGPU: {result['gpu']}")
-    print(f"{'planted GEMM (K)':18s} {'measured':>9s} {'pairs':>6s} {'perfci SLOWER':>14s} {'NOISY':>6s} "
+    print(f"{'planted (GEMMs)':18s} {'measured':>9s} {'pairs':>6s} {'perfci SLOWER':>14s} {'NOISY':>6s} "
           f"{'median:5% fail':>15s}")
     for label, row in result["planted"].items():
         n = row["pairs"]
         print(f"{label:18s} {row['measured_change'] * 100:+8.2f}% {n:6d} {row['perfci_slower'] / n:13.1%} "
-              f"{row['perfci_noisy']:6d} {row['median5_fail'] / n:14.1%}")
+              f"{row['perfci_noisy']:6d} {row['median5_fail'] / n:14.1%}"
+              f"   (at ref clock {row['gated_change'] * 100:+.2f}%)")
     if "suite_aa" in result:
         aa = result["suite_aa"]
         print(f"suite A/A: {aa['runs']} fresh-process runs x {aa['benchmarks']} benchmarks, each judged against a "
               f"baseline of the other runs: {len(aa['false_alarms'])} false alarms "
               f"(per run {aa['false_alarms_per_run']}), "
               f"{aa['noisy']} NOISY; median:5% false alarms: {len(aa['median5_false_alarms'])}")
+        for reason in aa["noisy_reasons"][:8]:
+            print(f"  NOISY: {reason}")
         for alarm in aa["false_alarms"]:
             print(f"  false alarm: run {alarm[0]} {alarm[1]} {alarm[2]:+.2f}%")
     return 0
