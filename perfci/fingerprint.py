@@ -8,6 +8,7 @@ Without a GPU the key is ``cpu-<arch>`` and every output says the numbers are CP
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import platform
 import re
 from dataclasses import asdict, dataclass
@@ -74,11 +75,11 @@ def slugify(text: str) -> str:
 def _versions() -> tuple[str, str | None, str | None]:
     import torch
 
+    # read triton's version without importing it: triton.jit decides at import time whether its
+    # own helpers run in the interpreter (TRITON_INTERPRET), which a test session may set later
     try:
-        import triton
-
-        triton_version: str | None = triton.__version__
-    except ImportError:
+        triton_version: str | None = importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
         triton_version = None
     return torch.__version__, torch.version.cuda, triton_version
 
