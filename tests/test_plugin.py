@@ -10,6 +10,15 @@ import pytest
 FAST = ["--perfci-max-time=0.05", "--perfci-min-time=0.01", "-p", "no:cacheprovider"]
 
 
+MUL_TEST = """
+import torch
+
+def test_mul(perf):
+    x = torch.randn(256)
+    perf(torch.mul, x, x)
+"""
+
+
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess(*FAST, *args)
 
@@ -44,12 +53,7 @@ def test_perf_fixture_feeds_pytest_benchmark_and_records_perfci_data(pytester):
 
 
 def test_autosave_storage_is_keyed_by_gpu_and_compare_reads_it(pytester):
-    pytester.makepyfile(test_ops="""
-        import torch
-        def test_mul(perf):
-            x = torch.randn(256)
-            perf(torch.mul, x, x)
-    """)
+    pytester.makepyfile(test_ops=MUL_TEST)
     run(pytester, "--benchmark-autosave").assert_outcomes(passed=1)
     dirs = [p.name for p in (pytester.path / ".benchmarks").iterdir()]
     from perfci.fingerprint import detect
@@ -61,12 +65,7 @@ def test_autosave_storage_is_keyed_by_gpu_and_compare_reads_it(pytester):
 
 
 def test_compare_with_another_gpus_run_is_refused(pytester):
-    pytester.makepyfile(test_ops="""
-        import torch
-        def test_mul(perf):
-            x = torch.randn(256)
-            perf(torch.mul, x, x)
-    """)
+    pytester.makepyfile(test_ops=MUL_TEST)
     run(pytester, "--benchmark-json=mine.json").assert_outcomes(passed=1)
     doc = results(pytester.path / "mine.json")
     doc["machine_info"]["perfci"]["slug"] = "NVIDIA_H100_80GB_HBM3"
@@ -209,3 +208,23 @@ def test_structural_regression_fails_only_the_offending_test_with_its_line(pytes
     assert f"test_ops.py:{line}" in out  # the culprit line, in the failure and in the summary
     assert "FAIL STRUCTURE" in out
     res.stdout.fnmatch_lines(["*FAILED test_ops.py::test_changed*"])
+
+
+def test_known_bad_variant_passes_when_flagged_and_fails_when_not(pytester):
+    pytester.makepyfile(test_ops="""
+        import pytest, torch
+        X = torch.randn(32, 32)
+
+        @pytest.mark.perf(known_bad=["copy"])
+        def test_flagged(perf):
+            perf(lambda: X.t().contiguous())
+
+        @pytest.mark.perf(known_bad=["copy"])
+        def test_not_flagged(perf):
+            perf(lambda: X.neg())
+    """)
+    res = run(pytester)
+    res.assert_outcomes(passed=1, failed=1)
+    out = res.stdout.str()
+    assert "declared known-bad for 'copy' but perfci did not flag it" in out
+    res.stdout.fnmatch_lines(["*FAILED test_ops.py::test_not_flagged*"])
