@@ -78,7 +78,10 @@ def cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
     verdict = judge_files(new, baseline)
     paths = write_report([r for r in (baseline, new) if r is not None and r.benchmarks], verdict, args.report_dir,
                          f"perfci run on {fp.name}")
-    print(terminal_table(verdict, fp))
+    # pytest already printed the per-benchmark table; here the verdict from the files, and the evidence
+    print(headline(verdict, fp))
+    for outcome in verdict.regressions:
+        print(outcome.evidence())
     print(f"perfci: results {suite.results_path}; report {', '.join(str(p) for p in paths)}")
     if suite.pytest_exit == PYTEST_FAILED and not verdict.regressions:
         print("perfci: some tests failed or errored for reasons other than a perf regression (see above)",

@@ -84,6 +84,7 @@ from typing import Any
 import numpy as np
 
 from perfci.errors import BadInputError, UsageError
+from perfci.units import parse_fraction
 
 __all__ = [
     "CompareSettings",
@@ -191,18 +192,12 @@ class CompareSettings:
     @classmethod
     def from_threshold(cls, value: str | float) -> CompareSettings:
         """Settings with ``min_effect`` parsed from "3%", "2.5%", 0.03 or "0.03"."""
-        fraction: float | None = None
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            fraction = float(value)
-        elif isinstance(value, str):
-            text = value.strip()
-            try:
-                fraction = float(text[:-1].strip()) / 100.0 if text.endswith("%") else float(text)
-            except ValueError:
-                fraction = None
-        if fraction is None or not math.isfinite(fraction) or not 0.0 < fraction < 1.0:
+        if isinstance(value, bool):
             raise UsageError(f"bad regression threshold {value!r}", hint=f"use {_THRESHOLD_FORMS}")
-        return cls(min_effect=fraction)
+        try:
+            return cls(min_effect=parse_fraction(value, what="regression threshold"))
+        except ValueError as exc:
+            raise UsageError(str(exc), hint=f"use {_THRESHOLD_FORMS}") from None
 
     @property
     def z(self) -> float:

@@ -124,3 +124,15 @@ def test_run_refuses_a_broken_baseline_before_running(tmp_path):
 def test_run_without_a_suite_is_a_usage_error(tmp_path):
     res = perfci("run", cwd=tmp_path)
     assert res.returncode == 2 and "tests/perf" in res.stderr
+
+
+def test_profile_torch_prints_a_kernel_table_with_the_culprit_line(tmp_path):
+    suite = tmp_path / "tests" / "perf"
+    suite.mkdir(parents=True)
+    (suite / "test_suite.py").write_text(SUITE)
+    line = next(i for i, text in enumerate(SUITE.splitlines(), 1) if "contiguous" in text)
+    res = perfci("profile", "--torch", "-k", "copy_then_add", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "== tests/perf/test_suite.py::test_copy_then_add" in res.stdout
+    assert "copy/transpose" in res.stdout and f"test_suite.py:{line}" in res.stdout
+    assert list((tmp_path / "reports/profile/traces").glob("*.json"))
