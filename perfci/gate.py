@@ -104,6 +104,11 @@ class RunVerdict:
         return counts
 
 
+def gate(outcomes: Iterable[BenchmarkOutcome], missing: Iterable[str] = ()) -> RunVerdict:
+    """The one verdict of a run, from its benchmark outcomes (pytest plugin and CLI alike)."""
+    return RunVerdict(outcomes=tuple(outcomes), missing=tuple(sorted(missing)))
+
+
 def environment_drift(base: Mapping[str, object], new: Mapping[str, object]) -> tuple[str, ...]:
     return tuple(f"{k} {base.get(k)} -> {new.get(k)}" for k in DRIFT_FIELDS
                  if base.get(k) is not None and new.get(k) is not None and base.get(k) != new.get(k))
@@ -171,6 +176,5 @@ def judge_files(new: ResultFile, base: ResultFile | None) -> RunVerdict:
             result, base.benchmarks.get(name) if base else None, compared=base is not None,
             forbid=info.get("forbid", ()), expect=info.get("expect") or {},
             threshold=result.threshold or 0.03, drift=drift, known_bad=info.get("known_bad", ())))
-    missing = tuple(sorted(set(base.benchmarks) - set(new.benchmarks))) if base else ()
-    return RunVerdict(outcomes=tuple(outcomes), missing=missing)
+    return gate(outcomes, set(base.benchmarks) - set(new.benchmarks) if base else ())
 

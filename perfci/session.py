@@ -9,7 +9,7 @@ from typing import Any
 
 from perfci.annotate import Ranges
 from perfci.fingerprint import Fingerprint, slugify
-from perfci.gate import BenchmarkOutcome, RunVerdict, environment_drift, judge
+from perfci.gate import BenchmarkOutcome, RunVerdict, environment_drift, gate, judge
 from perfci.measurement import Measurement
 from perfci.results import ResultFile, bench_from_info
 from perfci.settings import PerfSettings
@@ -48,7 +48,7 @@ class PerfSession:
 
     def verdict(self, selected: set[str]) -> RunVerdict:
         """The run's verdict; baseline entries that were selected but did not run are MISSING."""
-        missing: tuple[str, ...] = ()
+        missing = set()
         if self.baseline is not None:
-            missing = tuple(sorted(n for n in self.baseline.benchmarks if n in selected and n not in self.executed))
-        return RunVerdict(outcomes=tuple(self.outcomes), missing=missing)
+            missing = {n for n in self.baseline.benchmarks if n in selected and n not in self.executed}
+        return gate(self.outcomes, missing)

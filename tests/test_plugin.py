@@ -174,7 +174,8 @@ def test_github_step_summary_is_written(pytester, monkeypatch, tmp_path):
     assert "| `test_ops.py::test_neg` |" in text and "CPU mode" in text
 
 
-def test_structural_regression_fails_only_the_offending_test_with_its_line(pytester):
+def test_structural_regression_fails_only_the_offending_test_with_its_line(pytester, monkeypatch):
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
     from perfci.baseline import baseline_path, make_baseline, write_atomic
     from perfci.fingerprint import detect
     from perfci.results import load_results
@@ -201,13 +202,15 @@ def test_structural_regression_fails_only_the_offending_test_with_its_line(pytes
     pytester.makepyfile(test_ops=clean.replace("return x.neg()", "return x.t().contiguous().neg()"))
     line = next(i for i, text in enumerate((pytester.path / "test_ops.py").read_text().splitlines(), 1)
                 if "contiguous" in text)
-    res = run(pytester, "--perfci-baselines=bl")
+    res = pytester.runpytest_subprocess(*FAST, "--perfci-baselines=bl")
     res.assert_outcomes(passed=1, failed=1)
     out = res.stdout.str()
     assert "test_ops.py::test_changed regressed" in out
     assert f"test_ops.py:{line}" in out  # the culprit line, in the failure and in the summary
     assert "FAIL STRUCTURE" in out
     res.stdout.fnmatch_lines(["*FAILED test_ops.py::test_changed*"])
+    # on GitHub Actions: an annotation at the culprit line
+    assert f"::error file=test_ops.py,line={line},title=perfci new:" in out
 
 
 def test_known_bad_variant_passes_when_flagged_and_fails_when_not(pytester):
