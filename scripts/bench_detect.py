@@ -42,7 +42,12 @@ def gemm_worker(args: argparse.Namespace) -> None:
     out = {}
     a, b = (torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     c = torch.empty(2048, 2048, device="cuda", dtype=torch.bfloat16)
-    for label, n in SIZES.items():
+    # rotate the order per process, so that warming up over a process affects every size alike
+    labels = list(SIZES)
+    order = labels[args.rotate % len(labels):] + labels[:args.rotate % len(labels)]
+    for label in order:
+        n = SIZES[label]
+
         def work(n=n):
             for _ in range(n):
                 torch.matmul(a, b, out=c)
@@ -67,7 +72,7 @@ def planted(args: argparse.Namespace) -> dict:
     runs = []
     for i in range(args.processes):
         cmd = [sys.executable, __file__, "--gemm-worker", "--max-time", str(args.max_time),
-               "--min-time", str(args.min_time)]
+               "--min-time", str(args.min_time), "--rotate", str(i)]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
         if proc.returncode or not lines:
@@ -150,6 +155,7 @@ def main() -> int:
     ap.add_argument("--save-runs", default=None, help="keep the suite's result files here (run<i>.json)")
     ap.add_argument("--out", default="reports/bench_detect.json")
     ap.add_argument("--gemm-worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--rotate", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.gemm_worker:
         gemm_worker(args)
