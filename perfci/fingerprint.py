@@ -39,11 +39,6 @@ class Fingerprint:
     def baseline_key(self) -> str:
         return self.slug
 
-    @property
-    def drift_fields(self) -> tuple[str, ...]:
-        """Fields that may differ between a baseline and a run on the same GPU model."""
-        return ("driver", "cuda", "torch", "triton", "power_limit_w")
-
     def machine_info(self) -> dict[str, Any]:
         """The ``machine_info['perfci']`` block written into every result file."""
         return asdict(self)
