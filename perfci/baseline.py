@@ -60,6 +60,15 @@ def load_for_gpu(root: Path, gpu: str) -> ResultFile | None:
     return load_baseline(path, gpu=gpu)
 
 
+def load_or_empty(root: Path, gpu: str) -> tuple[ResultFile, str]:
+    """This GPU's baseline and a line saying which; with none, an empty one (every benchmark NEW)."""
+    base = load_for_gpu(root, gpu)
+    if base is None:
+        note = f"no baseline for {gpu} in {root} ({describe_available(Path(root))}): every benchmark is NEW"
+        return ResultFile.empty(Path(root) / gpu, gpu), note
+    return base, f"compared with {base.path}"
+
+
 def write_atomic(path: Path, data: dict[str, Any]) -> None:
     """Write JSON so that readers see the old file or the new one, never a torn one."""
     path = Path(path)

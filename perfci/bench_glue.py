@@ -9,10 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from perfci.baseline import describe_available, load_for_gpu
+from perfci.baseline import load_or_empty
 from perfci.errors import BadInputError
 from perfci.fingerprint import Fingerprint
-from perfci.results import ResultFile
 from perfci.session import PerfSession
 from perfci.settings import PerfSettings
 
@@ -60,13 +59,6 @@ def make_session(getoption: Callable[[str], Any], fingerprint: Fingerprint) -> P
     session = PerfSession(fingerprint=fingerprint, settings=settings)
     root = getoption("perfci_baselines")
     if root:
-        baseline = load_for_gpu(Path(root), fingerprint.slug)
-        if baseline is None:
-            session.baseline_note = (f"no baseline for {fingerprint.slug} in {root} "
-                                     f"({describe_available(Path(root))}); every benchmark is NEW")
-            session.baseline = ResultFile.empty(Path(root) / fingerprint.slug, fingerprint.slug)
-        else:
-            session.baseline = baseline
-            session.baseline_note = f"compared with {baseline.path}"
+        session.baseline, session.baseline_note = load_or_empty(Path(root), fingerprint.slug)
     return session
 

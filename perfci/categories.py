@@ -23,8 +23,6 @@ CATEGORIES = (
     "triton",
     "other",
 )
-COPY_KINDS = ("copy", "cast", "transpose", "cat")
-MEMCPY_KINDS = ("h2d", "d2h", "d2d", "p2p")
 SDPA_BACKENDS = ("flash", "efficient", "cudnn", "math", "unknown")
 
 

@@ -12,7 +12,7 @@ from perfci.baseline import (
     baseline_path,
     describe_available,
     load_baseline,
-    load_for_gpu,
+    load_or_empty,
     make_baseline,
     write_atomic,
 )
@@ -58,13 +58,11 @@ def cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
     baselines = None if args.no_compare else args.baselines
     baseline = None
     if baselines is not None:
-        baseline = load_for_gpu(baselines, fp.slug)  # bad files fail here, before the long run
-        if baseline is None:
-            if args.require_baseline:
-                raise BadInputError(f"no baseline for {fp.slug} in {baselines}",
-                                    hint=describe_available(baselines) + "; write one with `perfci baseline update`")
-            print(f"perfci: no baseline for {fp.slug} ({describe_available(baselines)}): every benchmark is NEW")
-            baseline = ResultFile.empty(baselines / fp.slug, fp.slug)
+        if args.require_baseline and not baseline_path(baselines, fp.slug).exists():
+            raise BadInputError(f"no baseline for {fp.slug} in {baselines}",
+                                hint=describe_available(baselines) + "; write one with `perfci baseline update`")
+        baseline, note = load_or_empty(baselines, fp.slug)  # bad files fail here, before the long run
+        print(f"perfci: {note}")
     suite = run_suite(rest, out=results_path(args.results_dir), baselines=baselines)
     settled = pytest_exit_to_perfci(suite.pytest_exit)
     if settled is not None:
@@ -189,7 +187,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     old, new = load_results(args.old), load_results(args.new)
     _same_gpu(old, new)
     verdict = judge_files(new, old)
-    fp = Fingerprint.from_machine_info(new.fingerprint) if new.fingerprint.get("slug") else detect()
+    fp = Fingerprint.recorded(new.fingerprint) or detect()
     print(terminal_table(verdict, fp))
     if args.report_dir:
         write_report([old, new], verdict, args.report_dir, f"perfci compare {old.path.name} -> {new.path.name}")
@@ -204,7 +202,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         verdict = judge_files(results[-1], results[0])
     paths = write_report(results, verdict, args.out, "perfci report")
     if verdict is not None:
-        fp = Fingerprint.from_machine_info(results[-1].fingerprint) if results[-1].gpu else detect()
+        fp = Fingerprint.recorded(results[-1].fingerprint) or detect()
         print(headline(verdict, fp))
     print("perfci: wrote " + ", ".join(str(p) for p in paths))
     return EXIT_OK

@@ -48,6 +48,11 @@ class Fingerprint:
         known = {k: info[k] for k in cls.__dataclass_fields__ if k in info}
         return cls(**known)
 
+    @classmethod
+    def recorded(cls, info: dict[str, Any]) -> Fingerprint | None:
+        """The fingerprint a result file recorded, or None (a plain pytest-benchmark file has none)."""
+        return cls.from_machine_info(info) if info.get("slug") else None
+
     def describe(self) -> str:
         if not self.gpu_available:
             return f"no GPU: CPU mode ({self.name}); times are host wall-clock"

@@ -8,6 +8,7 @@ Every choice (timer, fallback, L2 state, normalisation, noise) is recorded with 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,7 +79,7 @@ class Measurement:
     def median_ms(self) -> float:
         return stats.median(self.samples_ms)
 
-    @property
+    @functools.cached_property
     def gated_samples_ms(self) -> tuple[float, ...]:
         """Samples used by comparisons: at the reference SM clock when normalised, else raw."""
         if self.normalization != "sm_clock" or not self.reference_sm_clock_mhz:

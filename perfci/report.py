@@ -162,8 +162,8 @@ def html_report(results: Sequence[ResultFile], verdict: RunVerdict | None, title
 
 
 def _fp_of(results: Sequence[ResultFile]) -> Fingerprint:
-    fp = results[-1].fingerprint if results else {}
-    return Fingerprint.from_machine_info(fp) if fp.get("slug") else Fingerprint(False, "unknown", "unknown")
+    recorded = Fingerprint.recorded(results[-1].fingerprint) if results else None
+    return recorded or Fingerprint(False, "unknown", "unknown")
 
 
 def write_report(results: Sequence[ResultFile], verdict: RunVerdict | None, out_dir: Path, title: str) -> list[Path]:

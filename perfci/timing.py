@@ -21,7 +21,7 @@ import math
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from perfci import stats
@@ -45,7 +45,7 @@ class Timer(Protocol):
 @dataclass(frozen=True)
 class EngineResult:
     samples_ms: tuple[float, ...]
-    batch_windows: tuple[tuple[float, float, int], ...]  # (host t0, host t1, samples in batch)
+    batch_sizes: tuple[int, ...]  # samples in each sampling batch, in order
     stop_reason: str
     rel_ci: float
     warmup_s: float
@@ -86,16 +86,14 @@ def run_engine(run_batch: BatchRunner, sample_cost_s: float, policy: SamplingPol
     warmup_s = clock() - start
 
     samples: list[float] = []
-    windows: list[tuple[float, float, int]] = []
+    sizes: list[int] = []
     t_start = clock()
     rel_ci = math.inf
     while True:
-        t0 = clock()
         batch = run_batch(min(per_batch, policy.max_samples - len(samples)))
-        t1 = clock()
         samples.extend(batch)
-        windows.append((t0, t1, len(batch)))
-        elapsed = t1 - t_start
+        sizes.append(len(batch))
+        elapsed = clock() - t_start
         if len(samples) >= policy.min_samples:
             rel_ci = stats.relative_median_halfwidth(samples, policy.confidence)
         if len(samples) >= policy.max_samples:
@@ -108,7 +106,7 @@ def run_engine(run_batch: BatchRunner, sample_cost_s: float, policy: SamplingPol
                 and rel_ci <= policy.target_rel_ci):
             reason = "precision"
             break
-    return EngineResult(tuple(samples), tuple(windows), reason, rel_ci, warmup_s, settled,
+    return EngineResult(tuple(samples), tuple(sizes), reason, rel_ci, warmup_s, settled,
                         clock() - t_start)
 
 
@@ -229,7 +227,7 @@ class _CudaTimerBase:
         for _, pairs, _ in pending:
             pairs[-1][1].synchronize()
         after = nvml.snapshot() if nvml else None
-        sampled = collected[len(collected) - len(result.batch_windows):]
+        sampled = collected[len(collected) - len(result.batch_sizes):]
         clocks: tuple[float, ...] = ()
         if sampled and all(m is not None and math.isfinite(m) for _, m in sampled):
             clocks = tuple(float(m) for n, m in sampled for _ in range(n))
@@ -396,8 +394,6 @@ def choose_normalization(measurement: Measurement, policy: SamplingPolicy, *, by
                          peak_bandwidth_gbps: float | None,
                          reference_sm_clock_mhz: float | None) -> Measurement:
     """Decide whether comparisons use time at a reference SM clock, and record why."""
-    from dataclasses import replace
-
     def keep(reason: str) -> Measurement:
         noise = measurement.noise_reasons
         clocks = measurement.sample_sm_clock_mhz

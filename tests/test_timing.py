@@ -76,7 +76,7 @@ def test_noisy_samples_run_to_the_time_cap_and_keep_every_sample():
     result = run_engine(fake_batches(clock, times), 1e-3, policy, clock)
     assert result.stop_reason == "time_cap"
     assert result.rel_ci > 0.0001
-    assert sum(n for _, _, n in result.batch_windows) == len(result.samples_ms)
+    assert sum(result.batch_sizes) == len(result.samples_ms)
     assert math.isclose(sum(result.samples_ms) / 1e3, result.sampling_s, rel_tol=0.02)
 
 
