@@ -196,7 +196,11 @@ def autotuned_by_head_dim(kernel, table: dict[int, list[tuple]], keys: list[str]
         return kept or [to_config((64, 64, 4, 2, False))]
 
     configs = [to_config(c) for c in sorted({c for cs in table.values() for c in cs})]
-    return triton.autotune(configs, key=keys, prune_configs_by={"early_config_prune": prune})(kernel)
+    # cache_results: the choice is stored in the Triton cache, so later processes on this machine reuse it
+    # instead of re-picking among near-equal configs (a different pick per process is between-run noise
+    # that the regression gate would have to absorb); a changed kernel or config list re-tunes
+    return triton.autotune(configs, key=keys, prune_configs_by={"early_config_prune": prune},
+                           cache_results=True)(kernel)
 
 
 def launch(tuned, raw, grid_fn, args: tuple, consts: dict, config: tuple | None, use_tma: bool) -> None:

@@ -100,9 +100,8 @@ def _to_config(c: tuple) -> triton.Config:
     return triton.Config(kw, num_warps=c[4], num_stages=c[5])
 
 
-_matmul_tuned = triton.autotune([_to_config(c) for c in CONFIGS], key=["M", "N", "K", "USE_TMA", "B_COLMAJOR"])(
-    _matmul_kernel
-)
+_matmul_tuned = triton.autotune([_to_config(c) for c in CONFIGS], key=["M", "N", "K", "USE_TMA", "B_COLMAJOR"],
+                                cache_results=True)(_matmul_kernel)
 
 
 def set_configs(configs: list[tuple]) -> None:

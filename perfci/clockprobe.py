@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-SPIN_CYCLES = 20000  # ~10 us at 2 GHz: fine against globaltimer's resolution, small next to a batch
+# ~50 us at 2 GHz, 0.2 % of a 25 ms batch. Shorter spins read erratically: on an H100, with 20000 cycles
+# the probe read 1808-1967 MHz around a copy that NVML put at 1965 (spread of time x clock 2.44 % against
+# 0.31 % with 100000 cycles; scripts/clock_probe_check.py, docs/measurements/clock_probe_check_h100.log)
+SPIN_CYCLES = 100_000
 
 _kernel: Any = None
 
@@ -39,7 +42,7 @@ def _build_kernel() -> Any:
 class ClockProbe:
     """Enqueue probes into slots of a device buffer; read them after the stream has passed them."""
 
-    def __init__(self, device: str, slots: int = 8192) -> None:
+    def __init__(self, device: str, slots: int = 8192, spin_cycles: int = SPIN_CYCLES) -> None:
         global _kernel
         import torch
 
@@ -47,6 +50,7 @@ class ClockProbe:
             _kernel = _build_kernel()
         self._torch = torch
         self._slots = slots
+        self._spin = int(spin_cycles)
         self._buf = torch.zeros(2 * slots, dtype=torch.int64, device=device)
         self._next = 0
         # compile and check once, now
@@ -59,7 +63,7 @@ class ClockProbe:
     def enqueue(self) -> int:
         slot = self._next % self._slots
         self._next += 1
-        _kernel[(1,)](self._buf, slot, SPIN=SPIN_CYCLES, num_warps=1)
+        _kernel[(1,)](self._buf, slot, SPIN=self._spin, num_warps=1)
         return slot
 
     def read(self, slots: list[int]) -> list[float]:
@@ -68,9 +72,18 @@ class ClockProbe:
         return [cycles / ns * 1e3 if ns > 0 else float("nan") for cycles, ns in pairs]
 
 
+_probes: dict[str, tuple[ClockProbe | None, str]] = {}
+
+
 def make_probe(device: str) -> tuple[ClockProbe | None, str]:
-    """The probe, or None and the reason it is unavailable."""
-    try:
-        return ClockProbe(device), "in-band clock probe (%clock64 / %globaltimer)"
-    except Exception as exc:  # no triton, no compiler, an old GPU...
-        return None, f"clock probe unavailable ({type(exc).__name__}: {str(exc)[:120]})"
+    """The probe for ``device`` (built and checked once per process), or None and why it is unavailable.
+
+    Reusing one probe is safe: slots are read only after the stream has passed them, and the ring of
+    slots is far larger than the batches a measurement keeps in flight.
+    """
+    if device not in _probes:
+        try:
+            _probes[device] = ClockProbe(device), "in-band clock probe (%clock64 / %globaltimer)"
+        except Exception as exc:  # no triton, no compiler, an old GPU...
+            _probes[device] = None, f"clock probe unavailable ({type(exc).__name__}: {str(exc)[:120]})"
+    return _probes[device]
