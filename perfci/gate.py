@@ -63,7 +63,7 @@ class BenchmarkOutcome:
                 f"  timing: {c.verdict.value.upper()} {c.change_pct:+.2f}% "
                 f"(median {format_time_ms(c.base_median_ms)} -> "
                 f"{format_time_ms(c.new_median_ms)}; interval {(c.ratio_low - 1) * 100:+.2f}%..."
-                f"{(c.ratio_high - 1) * 100:+.2f}%; fails above +{c.min_effect:.1%})"
+                f"{(c.ratio_high - 1) * 100:+.2f}%; threshold {c.min_effect:.1%})"
             )
         elif c is not None:
             lines.append(f"  timing: {c.verdict.value.upper()}")

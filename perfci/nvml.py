@@ -26,6 +26,9 @@ _REASONS = {
 DISTURBING_REASONS = frozenset(
     {"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
 )
+# of those, the hardware slowdowns (clocks cut by half or more, external power brake) make a measurement
+# NOISY outright; the software thermal slowdown only lowers the SM clock, which the per-batch clock sees
+HARD_SLOWDOWNS = frozenset({"hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"})
 
 
 def decode_reasons(mask: int) -> tuple[str, ...]:

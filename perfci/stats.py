@@ -59,3 +59,33 @@ def spread(values: Sequence[float]) -> float:
     """(max - min) / median: the spread figure used across fresh processes."""
     mid = median(values)
     return (max(values) - min(values)) / mid if mid > 0 else math.inf
+
+
+def clock_sensitivity(samples: Sequence[float], clocks: Sequence[float]) -> tuple[float, float] | None:
+    """How much the samples followed the clock they ran at: (effect, t) or None when it cannot be told.
+
+    Samples taken at the same clock reading form one batch; over the batches, the least-squares slope
+    of log(batch median) on log(clock) times the log-range of the clock is ``effect``, the fractional
+    change of the samples explained by the clock's movement, and ``t`` is the slope over its standard
+    error. A time that follows the clock fully (compute-bound, not normalised) has slope -1; one at a
+    reference clock, or a memory-bound one, slope ~0. None with fewer than four batches, or when the
+    clock did not move.
+    """
+    batches: dict[float, list[float]] = {}
+    for value, clock in zip(samples, clocks, strict=True):
+        if value > 0 and clock > 0:
+            batches.setdefault(float(clock), []).append(value)
+    if len(batches) < 4:
+        return None
+    xs = [math.log(c) for c in batches]
+    ys = [math.log(median(v)) for v in batches.values()]
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx <= 0.0:
+        return None
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    residual = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(xs, ys, strict=True)) / (n - 2)
+    se = math.sqrt(residual / sxx)
+    effect = slope * (max(xs) - min(xs))
+    return effect, (slope / se if se > 0 else math.copysign(math.inf, slope) if slope else 0.0)

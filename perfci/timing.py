@@ -28,7 +28,7 @@ from perfci import stats
 from perfci.clockprobe import make_probe
 from perfci.errors import UsageError
 from perfci.measurement import Measurement, SamplingPolicy
-from perfci.nvml import DISTURBING_REASONS, ClockSnapshot, Nvml
+from perfci.nvml import DISTURBING_REASONS, HARD_SLOWDOWNS, ClockSnapshot, Nvml
 
 TIMER_NAMES = ("auto", "graph", "event", "wall")
 Clock = Callable[[], float]
@@ -240,9 +240,9 @@ class _CudaTimerBase:
         snaps = [s for s in [before, *mid, after] if s is not None]
         reasons_seen = tuple(sorted({r for s in snaps for r in s.throttle_reasons}))
         noise = list(_precision_noise(result, policy))
-        disturbing = sorted(set(reasons_seen) & DISTURBING_REASONS)
-        if disturbing:
-            noise.append("throttled: " + ", ".join(disturbing))
+        hard = sorted(set(reasons_seen) & HARD_SLOWDOWNS)
+        if hard:  # the softer sw_thermal_slowdown is judged on its effect, in choose_normalization
+            noise.append("throttled: " + ", ".join(hard))
         others = max((s.other_processes for s in snaps), default=0)
         if others:
             noise.append(f"{others} other process(es) used the GPU during the measurement")
@@ -390,28 +390,67 @@ def make_timer(name: str, *, gpu_available: bool, l2_flush: bool = False,
     return WallTimer(annotate=annotate)
 
 
+CLOCK_EFFECT_LIMIT = 0.01  # compared times may follow a moving SM clock by at most this much (and t < 3)
+
+
 def choose_normalization(measurement: Measurement, policy: SamplingPolicy, *, bytes_moved: int | None,
                          peak_bandwidth_gbps: float | None,
                          reference_sm_clock_mhz: float | None) -> Measurement:
-    """Decide whether comparisons use time at a reference SM clock, and record why."""
+    """Decide whether comparisons use time at a reference SM clock, and record why.
+
+    Then check the compared samples against the clock each batch ran at: when the clock moved (a
+    software thermal slowdown, power capping) and the compared times followed it by more than
+    ``CLOCK_EFFECT_LIMIT`` (significantly), the measurement is NOISY with that evidence; when they
+    did not (normalised compute-bound work, memory-bound kernels), the movement is only noted.
+    """
     def keep(reason: str) -> Measurement:
-        noise = measurement.noise_reasons
-        clocks = measurement.sample_sm_clock_mhz
-        if clocks and min(clocks) < 0.85 * max(clocks):  # not compensated: the time moved with it
-            noise = (*noise, f"SM clock moved {min(clocks):.0f}-{max(clocks):.0f} MHz during sampling")
-        return replace(measurement, normalization="none", normalization_reason=reason, noise_reasons=noise)
+        return replace(measurement, normalization="none", normalization_reason=reason)
 
     if measurement.timer == "wall":
         return keep("host wall clock")
     if policy.normalize == "none":
-        return keep("normalisation off (normalize='none')")
+        return _judge_clock(keep("normalisation off (normalize='none')"))
     if not measurement.sample_sm_clock_mhz or not reference_sm_clock_mhz:
-        return keep("SM clock not readable through NVML")
+        return _judge_clock(keep("SM clock not readable through NVML"))
     if policy.normalize == "auto" and bytes_moved and peak_bandwidth_gbps:
         achieved = bytes_moved / (measurement.median_ms * 1e-3) / 1e9
         if achieved >= 0.5 * peak_bandwidth_gbps:
-            return keep(f"memory-bound ({achieved:.0f} GB/s, {achieved / peak_bandwidth_gbps:.0%} of peak): "
-                        "the SM clock does not set its speed")
-    return replace(measurement, normalization="sm_clock", reference_sm_clock_mhz=reference_sm_clock_mhz,
-                   normalization_reason=f"compared at {reference_sm_clock_mhz:.0f} MHz (the card's max SM "
-                   "clock): time x measured clock / reference")
+            return _judge_clock(keep(f"memory-bound ({achieved:.0f} GB/s, {achieved / peak_bandwidth_gbps:.0%} of "
+                                     "peak): the SM clock does not set its speed"))
+    return _judge_clock(replace(
+        measurement, normalization="sm_clock", reference_sm_clock_mhz=reference_sm_clock_mhz,
+        normalization_reason=f"compared at {reference_sm_clock_mhz:.0f} MHz (the card's max SM clock): "
+        "time x measured clock / reference"))
+
+
+def _judge_clock(m: Measurement) -> Measurement:
+    """NOISY if the compared samples are exposed to a moving SM clock; otherwise a note on what moved.
+
+    Normalised samples are corrected batch by batch with the clock read in-band, so a software thermal
+    slowdown or power capping is only noted (bench-detect on an H100 under sw_thermal_slowdown: the
+    GEMM's raw times followed the clock with slope ~ -1, the normalised ones did not; stripping the
+    throttle flag left 0 false alarms in 408 A/A comparisons). Samples that are not normalised are
+    checked against the clock: NOISY when they followed it by more than ``CLOCK_EFFECT_LIMIT`` (t >= 3).
+    """
+    clocks = m.sample_sm_clock_mhz
+    soft = sorted(set(m.throttle_reasons) & (DISTURBING_REASONS - HARD_SLOWDOWNS))
+    if not clocks:
+        if soft:  # no per-batch clock to tell its effect: cannot vouch for the times
+            return replace(m, noise_reasons=(*m.noise_reasons, "throttled: " + ", ".join(soft)))
+        return m
+    lo, hi = min(clocks), max(clocks)
+    if hi <= 1.02 * lo and not soft:
+        return m
+    moved = f"SM clock {lo:.0f}-{hi:.0f} MHz during sampling" + (f" ({', '.join(soft)})" if soft else "")
+    if m.normalization == "sm_clock":
+        return replace(m, normalization_reason=f"{m.normalization_reason}; {moved}, corrected per batch")
+    sens = stats.clock_sensitivity(m.gated_samples_ms, clocks)
+    if sens is None:
+        if hi > 1.05 * lo:  # moved, and too few batches to tell whether the times followed
+            return replace(m, noise_reasons=(*m.noise_reasons, f"{moved}; too few batches to tell its effect"))
+        return replace(m, normalization_reason=f"{m.normalization_reason}; {moved}")
+    effect, t = sens
+    if abs(effect) > CLOCK_EFFECT_LIMIT and abs(t) >= 3.0:
+        return replace(m, noise_reasons=(*m.noise_reasons, f"{moved}, and the times followed it "
+                                         f"({effect:+.1%} across that range)"))
+    return replace(m, normalization_reason=f"{m.normalization_reason}; {moved}, times unaffected ({effect:+.1%})")

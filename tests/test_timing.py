@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -152,3 +153,55 @@ def test_policy_validation():
         SamplingPolicy(min_time_s=5, max_time_s=1)
     with pytest.raises(ValueError):
         SamplingPolicy(normalize="cycles")
+
+
+def _batches(clocks_mhz, time_at_clock, per_batch=20, jitter=0.002, seed=3):
+    """Samples in batches, each batch at one clock reading; time_at_clock(mhz) gives the batch's time."""
+    rng = random.Random(seed)
+    samples, clocks = [], []
+    for mhz in clocks_mhz:
+        for _ in range(per_batch):
+            samples.append(time_at_clock(mhz) * (1 + rng.gauss(0, jitter)))
+            clocks.append(mhz)
+    return samples, clocks
+
+
+CLOCKS = [2000, 1950, 1890, 1820, 1760, 1700, 1760, 1850, 1980, 1720]
+
+
+def test_clock_sensitivity_sees_times_that_follow_the_clock_and_ignores_ones_that_do_not():
+    follow = stats.clock_sensitivity(*_batches(CLOCKS, lambda mhz: 2000.0 / mhz))
+    flat = stats.clock_sensitivity(*_batches(CLOCKS, lambda mhz: 1.0))
+    assert follow is not None and flat is not None
+    assert follow[0] == pytest.approx(-math.log(2000 / 1700), rel=0.05) and follow[1] < -10
+    assert abs(flat[0]) < 0.005
+    assert stats.clock_sensitivity(*_batches([2000, 1900, 1800], lambda mhz: 1.0)) is None  # 3 batches
+    assert stats.clock_sensitivity(*_batches([1900] * 6, lambda mhz: 1.0)) is None  # clock never moved
+
+
+def test_a_thermal_slowdown_is_noted_not_noisy_when_the_clock_is_corrected_per_batch():
+    samples, clocks = _batches(CLOCKS, lambda mhz: 2000.0 / mhz)  # compute-bound: time follows the clock
+    m = replace(_measurement(samples, clocks), throttle_reasons=("sw_power_cap", "sw_thermal_slowdown"))
+    n = choose_normalization(m, SamplingPolicy(), bytes_moved=None, peak_bandwidth_gbps=3000,
+                             reference_sm_clock_mhz=2000)
+    assert n.normalization == "sm_clock" and not n.noisy
+    assert "1700-2000 MHz" in n.normalization_reason and "sw_thermal_slowdown" in n.normalization_reason
+    assert max(n.gated_samples_ms) / min(n.gated_samples_ms) < 1.02  # the correction removed the clock
+
+
+def test_unnormalised_times_are_noisy_only_when_they_followed_the_moving_clock():
+    flat, clocks = _batches(CLOCKS, lambda mhz: 1.0)  # memory-bound: the SM clock does not set its speed
+    m = choose_normalization(_measurement(flat, clocks), SamplingPolicy(), bytes_moved=3 * 10**9,
+                             peak_bandwidth_gbps=3000, reference_sm_clock_mhz=2000)
+    assert m.normalization == "none" and not m.noisy and "times unaffected" in m.normalization_reason
+    follow, clocks = _batches(CLOCKS, lambda mhz: 2000.0 / mhz)
+    off = choose_normalization(_measurement(follow, clocks), SamplingPolicy(normalize="none"), bytes_moved=None,
+                               peak_bandwidth_gbps=3000, reference_sm_clock_mhz=2000)
+    assert off.noisy and any("followed it" in r for r in off.noise_reasons)
+
+
+def test_a_thermal_slowdown_without_a_clock_reading_is_noisy():
+    m = replace(_measurement([1.0] * 20), throttle_reasons=("sw_thermal_slowdown",))
+    n = choose_normalization(m, SamplingPolicy(), bytes_moved=None, peak_bandwidth_gbps=3000,
+                             reference_sm_clock_mhz=2000)
+    assert n.noisy and "throttled: sw_thermal_slowdown" in n.noise_reasons
