@@ -1,16 +1,25 @@
 """`make bench-detect`: does the gate catch real slowdowns without false alarms?
 
-Two experiments, fresh processes throughout (needs a CUDA GPU; exit 3 without one):
+Fresh processes throughout, laid out the way CI meets them: the baseline and the candidate are
+different processes that time the same benchmark at the same point of their run.
 
-1. Suite A/A. The whole suite (``tests/perf`` or --suite) runs R times (default 6) in fresh
-   processes. For each run i, a baseline is made from the other runs (their samples from the
-   first of them, their per-run medians as the noise floor, as `perfci baseline update --runs`
-   does) and run i is judged against it: every SLOWER is a false alarm. pytest-benchmark's
-   ``--benchmark-compare-fail=median:5%`` rule is applied to the same pairs (raw medians).
-2. Planted slowdowns. P processes (default 8) each time n back-to-back 2048^3 bf16 GEMMs at
-   n = 66 and n = 67, 68, 70 (+1.5 %, +3 %, +6 % work, exactly). Every ordered pair of different processes gives
-   one base -> variant comparison per size (detection) and one base -> base (A/A), judged by perfci
-   (one-run baseline) and by median:5%. The measured device-time change of each size is printed.
+1. Planted slowdowns. One process per job times n back-to-back 2048^3 bf16 GEMMs (one CUDA graph)
+   at n = 66 ("base") or n = 67, 68, 70: +1.5 %, +3 %, +6 % work, exactly. Jobs take turns across
+   the sizes (base, +1.5 %, +3 %, +6 %, base, ...) so drift of the card over the experiment touches
+   every size alike. Every (base process, variant process) pair is one detection trial; every
+   ordered pair of base processes is one A/A trial. Judged three ways: perfci against a one-run
+   baseline; perfci against a five-run baseline (five base processes with their run medians, as
+   `perfci baseline update --from r1 ... r5` stores, when there are six or more); and pytest-
+   benchmark's ``--benchmark-compare-fail=median:5%`` rule on the same pairs (raw medians). The
+   measured device-time change of each size is printed raw and at the reference SM clock.
+2. Suite A/A. The whole suite (``tests/perf`` or --suite) runs R times (default 5) in fresh
+   processes. Each run is judged against a baseline made from the other runs (as `perfci baseline
+   update` makes it): every SLOWER is a false alarm. median:5% is applied to the same pairs.
+
+Collection needs a CUDA GPU (exit 3 without one) and writes one JSON file per process under
+--dir; analysis reads them back and runs anywhere (``--analyse-only``). Collection skips jobs whose
+file exists and stops starting jobs after --time-budget seconds, so a long experiment can be
+gathered over several calls into one directory.
 """
 
 from __future__ import annotations
@@ -18,9 +27,10 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import subprocess
 import sys
-import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,155 +49,246 @@ def gemm_worker(args: argparse.Namespace) -> None:
 
     fp = detect()
     policy = SamplingPolicy(max_time_s=args.max_time, min_time_s=min(args.min_time, args.max_time))
-    out = {}
     a, b = (torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     c = torch.empty(2048, 2048, device="cuda", dtype=torch.bfloat16)
-    # rotate the order per process, so that warming up over a process affects every size alike
-    labels = list(SIZES)
-    order = labels[args.rotate % len(labels):] + labels[:args.rotate % len(labels)]
-    for label in order:
-        n = SIZES[label]
+    n = SIZES[args.label]
 
-        def work(n=n):
-            for _ in range(n):
-                torch.matmul(a, b, out=c)
+    def work() -> None:
+        for _ in range(n):
+            torch.matmul(a, b, out=c)
 
-        m = GraphTimer().measure(work, policy)
-        m = choose_normalization(m, policy, bytes_moved=None, peak_bandwidth_gbps=fp.peak_memory_bandwidth_gbps,
-                                 reference_sm_clock_mhz=fp.max_sm_clock_mhz)
-        out[label] = {"gated": list(m.gated_samples_ms), "median_ms": m.median_ms, "noisy": m.noisy,
-                      "noise": list(m.noise_reasons), "gated_median_ms": m.gated_median_ms,
-                      "clock_mhz": m.median_sm_clock_mhz}
-    print("RESULT " + json.dumps({"gpu": fp.name, "gemm": out}), flush=True)
+    m = GraphTimer().measure(work, policy)
+    m = choose_normalization(m, policy, bytes_moved=None, peak_bandwidth_gbps=fp.peak_memory_bandwidth_gbps,
+                             reference_sm_clock_mhz=fp.max_sm_clock_mhz)
+    doc = {"gpu": fp.name, "slug": fp.slug, "fingerprint": fp.machine_info(), "label": args.label, "gemms": n,
+           "samples_ms": list(m.samples_ms), "sm_clock_mhz": list(m.sample_sm_clock_mhz),
+           "gated_ms": list(m.gated_samples_ms), "median_ms": m.median_ms, "gated_median_ms": m.gated_median_ms,
+           "clock_mhz": m.median_sm_clock_mhz, "noisy": m.noisy, "noise": list(m.noise_reasons),
+           "normalization": m.normalization, "reference_sm_clock_mhz": m.reference_sm_clock_mhz}
+    _write_json(Path(args.output), doc)
+
+
+def _write_json(path: Path, doc: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, path)
 
 
 def median5_fails(base_ms: float, new_ms: float) -> bool:
     return (new_ms - base_ms) / base_ms > 0.05
 
 
-def planted(args: argparse.Namespace) -> dict:
-    from perfci.compare import Sample, Verdict, compare_samples
+# -- collection (GPU) -------------------------------------------------------------------------------
+
+def collect(args: argparse.Namespace) -> None:
+    root = Path(args.dir)
+    t0 = time.monotonic()
+    jobs: list[tuple[str, Path, list[str]]] = []
+    for k in range(args.planted_start, args.planted_start + args.planted_processes):
+        for label in SIZES:
+            out = root / "planted" / f"{label}_{k}.json"
+            jobs.append((f"planted {label} #{k}", out,
+                         [sys.executable, __file__, "--gemm-worker", "--label", label, "--output", str(out),
+                          "--max-time", str(args.max_time), "--min-time", str(args.min_time)]))
+    for i in range(args.suite_start, args.suite_start + args.suite_runs):
+        out = root / "suite" / f"run{i}.json"
+        jobs.append((f"suite run #{i}", out,
+                     [sys.executable, "-m", "pytest", args.suite, "-q", "-p", "no:cacheprovider",
+                      f"--benchmark-json={out}", f"--perfci-max-time={args.max_time}",
+                      f"--perfci-min-time={args.min_time}"]))
+    todo = [job for job in jobs if not job[1].exists()]
+    print(f"bench-detect: {len(todo)} of {len(jobs)} jobs to run into {root}", flush=True)
+    for done, (what, out, cmd) in enumerate(todo):
+        elapsed = time.monotonic() - t0
+        if args.time_budget and elapsed > args.time_budget:
+            print(f"time budget of {args.time_budget:.0f} s spent; {len(todo) - done} job(s) left for the next call",
+                  flush=True)
+            return
+        out.parent.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
+        if not out.exists():
+            raise SystemExit(f"{what} failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        print(f"[{done + 1}/{len(todo)}] {what}: {time.monotonic() - started:.0f} s", flush=True)
+
+
+# -- analysis (anywhere) ----------------------------------------------------------------------------
+
+def _planted_sample(doc: dict, gated: bool = True):
+    from perfci.compare import Sample
+
+    return Sample(tuple(doc["gated_ms" if gated else "samples_ms"]), doc["noisy"], tuple(doc["noise"]))
+
+
+def _five_run_base(docs: list[dict], gated: bool = True):
+    from perfci.compare import Sample
     from perfci.stats import median
 
-    runs = []
-    for i in range(args.processes):
-        cmd = [sys.executable, __file__, "--gemm-worker", "--max-time", str(args.max_time),
-               "--min-time", str(args.min_time), "--rotate", str(i)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-        if proc.returncode or not lines:
-            raise SystemExit(f"gemm worker failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
-        runs.append(json.loads(lines[-1][7:])["gemm"])
-        print(f"planted: process {i + 1}/{args.processes}", flush=True)
-    table = {}
-    base_median = median([r["base"]["median_ms"] for r in runs])
-    for label in SIZES:
-        change = median([r[label]["median_ms"] for r in runs]) / base_median - 1
-        gated_change = median([r[label]["gated_median_ms"] for r in runs]) / median(
-            [r["base"]["gated_median_ms"] for r in runs]) - 1
-        ours = theirs = noisy = pairs = 0
-        for i, j in itertools.permutations(range(len(runs)), 2):
-            base, new = runs[i]["base"], runs[j][label]
-            c = compare_samples(label, Sample(tuple(base["gated"]), base["noisy"]),
-                                Sample(tuple(new["gated"]), new["noisy"]))
-            pairs += 1
-            ours += c.verdict is Verdict.SLOWER
-            noisy += c.verdict is Verdict.NOISY
-            theirs += median5_fails(base["median_ms"], new["median_ms"])
-        table[label] = {"measured_change": change, "gated_change": gated_change, "pairs": pairs,
-                        "clocks_mhz": [r[label]["clock_mhz"] for r in runs], "perfci_slower": ours,
-                        "perfci_noisy": noisy, "median5_fail": theirs}
-    return table
+    key = "gated_ms" if gated else "samples_ms"
+    return Sample(tuple(docs[0][key]), any(d["noisy"] for d in docs[:1]), tuple(docs[0]["noise"]),
+                  run_medians_ms=tuple(median(d[key]) for d in docs))
 
 
-def suite_aa(args: argparse.Namespace) -> dict:
+def analyse_planted(root: Path) -> dict:
+    from perfci.compare import Verdict, compare_samples
+    from perfci.stats import median
+
+    runs: dict[str, list[dict]] = {label: [] for label in SIZES}
+    for path in sorted((root / "planted").glob("*.json")):
+        doc = json.loads(path.read_text())
+        runs[doc["label"]].append(doc)
+    bases = runs["base"]
+    if len(bases) < 2:
+        return {}
+    table: dict[str, dict] = {}
+    for label, variants in runs.items():
+        if not variants:
+            continue
+        row: dict = {"processes": len(variants),
+                     "measured_change": median([d["median_ms"] for d in variants]) / median(
+                         [d["median_ms"] for d in bases]) - 1,
+                     "gated_change": median([d["gated_median_ms"] for d in variants]) / median(
+                         [d["gated_median_ms"] for d in bases]) - 1,
+                     "clocks_mhz": [round(d["clock_mhz"] or 0.0) for d in variants],
+                     "noisy_runs": sum(d["noisy"] for d in variants)}
+        pairs = [(i, j) for i in range(len(bases)) for j in range(len(variants))
+                 if not (label == "base" and i == j)]
+        for mode, gated in (("perfci", True), ("perfci_raw", False)):
+            verdicts = [compare_samples(label, _planted_sample(bases[i], gated), _planted_sample(variants[j], gated))
+                        .verdict for i, j in pairs]
+            row[mode] = {"pairs": len(pairs), "slower": verdicts.count(Verdict.SLOWER),
+                         "noisy": verdicts.count(Verdict.NOISY), "faster": verdicts.count(Verdict.FASTER)}
+        row["median5"] = {"pairs": len(pairs), "slower": sum(
+            median5_fails(bases[i]["median_ms"], variants[j]["median_ms"]) for i, j in pairs)}
+        # five-run baselines: every 5-subset of the base processes, against every other process
+        if len(bases) >= 6:
+            verdicts = []
+            for subset in itertools.combinations(range(len(bases)), 5):
+                base = _five_run_base([bases[i] for i in subset])
+                for j, doc in enumerate(variants):
+                    if label == "base" and j in subset:
+                        continue
+                    verdicts.append(compare_samples(label, base, _planted_sample(doc)).verdict)
+            row["perfci_5run"] = {"pairs": len(verdicts), "slower": verdicts.count(Verdict.SLOWER),
+                                  "noisy": verdicts.count(Verdict.NOISY), "faster": verdicts.count(Verdict.FASTER)}
+        table[label] = row
+    return {"gpu": bases[0]["gpu"], "fingerprint": bases[0].get("fingerprint"), "sizes": table}
+
+
+def analyse_suite(root: Path) -> dict:
     from perfci.baseline import make_baseline
     from perfci.compare import Verdict
     from perfci.gate import judge_files
-    from perfci.results import ResultFile, load_results
+    from perfci.results import load_results
 
-    tmp = Path(args.save_runs) if args.save_runs else Path(tempfile.mkdtemp(prefix="perfci-detect-"))
-    tmp.mkdir(parents=True, exist_ok=True)
-    runs: list[ResultFile] = []
-    for i in range(args.suite_runs):
-        out = tmp / f"run{i}.json"
-        cmd = [sys.executable, "-m", "pytest", args.suite, "-q", "-p", "no:cacheprovider", f"--benchmark-json={out}",
-               f"--perfci-max-time={args.max_time}", f"--perfci-min-time={args.min_time}"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
-        if not out.exists():
-            raise SystemExit(f"suite run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
-        runs.append(load_results(out))
-        print(f"suite A/A: run {i + 1}/{args.suite_runs} ({len(runs[-1].benchmarks)} benchmarks)", flush=True)
+    files = sorted((root / "suite").glob("run*.json"), key=lambda p: int(p.stem[3:]))
+    runs = [load_results(p) for p in files]
+    if len(runs) < 2:
+        return {}
     alarms, median5, noisy, compared, per_run, reasons = [], [], 0, 0, [], []
+    scratch = root / "aa_baselines"
+    scratch.mkdir(exist_ok=True)
     for i, new in enumerate(runs):
         others = [r for j, r in enumerate(runs) if j != i]
-        doc = make_baseline(others, gpu=new.gpu or "", force=True)
-        path = tmp / f"baseline_{i}.json"
-        path.write_text(json.dumps(doc))
-        verdict = judge_files(new, load_results(path))
+        path = scratch / f"baseline_without_{i}.json"
+        _write_json(path, make_baseline(others, gpu=new.gpu or "", force=True))
         base = load_results(path)
+        verdict = judge_files(new, base)
         run_alarms = 0
         for o in verdict.outcomes:
             compared += 1
-            if o.comparison is not None and o.comparison.verdict is Verdict.SLOWER:
-                alarms.append((i, o.name, o.comparison.change_pct))
+            c = o.comparison
+            if c is not None and c.verdict is Verdict.SLOWER:
+                alarms.append((i, o.name, c.change_pct))
                 run_alarms += 1
-            if o.comparison is not None and o.comparison.verdict is Verdict.NOISY:
+            if c is not None and c.verdict is Verdict.NOISY:
                 noisy += 1
-                reasons.append(f"{o.name}: {'; '.join(o.comparison.reasons)[:200]}")
+                reasons.append(f"{o.name}: {'; '.join(c.reasons)[:200]}")
             b = base.benchmarks.get(o.name)
             if b is not None and median5_fails(b.median_ms, new.benchmarks[o.name].median_ms):
                 median5.append((i, o.name))
         per_run.append(run_alarms)
-    return {"runs": args.suite_runs, "benchmarks": len(runs[0].benchmarks), "comparisons": compared,
+    return {"runs": len(runs), "benchmarks": len(runs[0].benchmarks), "comparisons": compared,
             "false_alarms": alarms, "false_alarms_per_run": per_run, "noisy": noisy, "median5_false_alarms": median5,
-            "noisy_reasons": reasons}
+            "noisy_reasons": reasons, "gpu": runs[0].gpu}
+
+
+def _rate(cell: dict | None) -> str:
+    if not cell or not cell["pairs"]:
+        return "-"
+    return f"{cell['slower'] / cell['pairs']:.1%} ({cell['slower']}/{cell['pairs']})"
+
+
+def print_report(result: dict) -> None:
+    planted = result.get("planted") or {}
+    if planted:
+        print(f"\nplanted slowdowns on {planted['gpu']} (one process per job; n x 2048^3 bf16 GEMMs)")
+        print(f"{'planted work':12s} {'procs':>5s} {'raw':>8s} {'ref clk':>8s} {'perfci 1-run':>20s} "
+              f"{'perfci 5-run':>22s} {'NOISY':>5s} {'median:5%':>20s}")
+        for label, row in planted["sizes"].items():
+            print(f"{label:12s} {row['processes']:5d} {row['measured_change'] * 100:+7.2f}% "
+                  f"{row['gated_change'] * 100:+7.2f}% {_rate(row['perfci']):>20s} "
+                  f"{_rate(row.get('perfci_5run')):>22s} "
+                  f"{row['perfci']['noisy']:5d} {_rate(row['median5']):>20s}")
+        print("(base row = A/A false alarms; raw / ref clk = median device-time change vs base, as timed and at the "
+              "reference SM clock)")
+    aa = result.get("suite_aa") or {}
+    if aa:
+        print(f"\nsuite A/A on {aa['gpu']}: {aa['runs']} fresh-process runs x {aa['benchmarks']} benchmarks, each "
+              f"judged against a baseline of the other runs: {len(aa['false_alarms'])} false alarms "
+              f"(per run {aa['false_alarms_per_run']}), {aa['noisy']} NOISY of {aa['comparisons']}; "
+              f"median:5% false alarms: {len(aa['median5_false_alarms'])}")
+        for reason in aa["noisy_reasons"][:10]:
+            print(f"  NOISY: {reason}")
+        for alarm in aa["false_alarms"]:
+            print(f"  false alarm: run {alarm[0]} {alarm[1]} {alarm[2]:+.2f}%")
+        for run, name in aa["median5_false_alarms"]:
+            print(f"  median:5% false alarm: run {run} {name}")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dir", default="reports/bench_detect", help="where the per-process files go (and are read)")
     ap.add_argument("--suite", default="tests/perf")
-    ap.add_argument("--suite-runs", type=int, default=6)
-    ap.add_argument("--processes", type=int, default=8)
+    ap.add_argument("--suite-runs", type=int, default=5)
+    ap.add_argument("--suite-start", type=int, default=0, help="index of the first suite run (to add runs)")
+    ap.add_argument("--planted-processes", type=int, default=6, help="processes per planted size")
+    ap.add_argument("--planted-start", type=int, default=0, help="index of the first planted process")
     ap.add_argument("--max-time", type=float, default=2.0)
     ap.add_argument("--min-time", type=float, default=0.5)
-    ap.add_argument("--skip-suite", action="store_true")
-    ap.add_argument("--save-runs", default=None, help="keep the suite's result files here (run<i>.json)")
-    ap.add_argument("--out", default="reports/bench_detect.json")
+    ap.add_argument("--time-budget", type=float, default=0.0, help="start no new job after this many seconds")
+    ap.add_argument("--collect-only", action="store_true")
+    ap.add_argument("--analyse-only", action="store_true", help="analyse --dir; needs no GPU")
+    ap.add_argument("--out", default=None, help="summary JSON (default: <dir>/summary.json)")
     ap.add_argument("--gemm-worker", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--rotate", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--label", choices=list(SIZES), default="base", help=argparse.SUPPRESS)
+    ap.add_argument("--output", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.gemm_worker:
         gemm_worker(args)
         return 0
-    import torch
+    if not args.analyse_only:
+        import torch
 
-    if not torch.cuda.is_available():
-        print("bench-detect needs a CUDA GPU; none is visible (exit 3)", file=sys.stderr)
-        return 3
-    result = {"gpu": torch.cuda.get_device_name(), "planted": planted(args)}
-    if not args.skip_suite:
-        result["suite_aa"] = suite_aa(args)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1))
-    print(f"\nGPU: {result['gpu']}")
-    print(f"{'planted (GEMMs)':18s} {'measured':>9s} {'pairs':>6s} {'perfci SLOWER':>14s} {'NOISY':>6s} "
-          f"{'median:5% fail':>15s}")
-    for label, row in result["planted"].items():
-        n = row["pairs"]
-        print(f"{label:18s} {row['measured_change'] * 100:+8.2f}% {n:6d} {row['perfci_slower'] / n:13.1%} "
-              f"{row['perfci_noisy']:6d} {row['median5_fail'] / n:14.1%}"
-              f"   (at ref clock {row['gated_change'] * 100:+.2f}%)")
-    if "suite_aa" in result:
-        aa = result["suite_aa"]
-        print(f"suite A/A: {aa['runs']} fresh-process runs x {aa['benchmarks']} benchmarks, each judged against a "
-              f"baseline of the other runs: {len(aa['false_alarms'])} false alarms "
-              f"(per run {aa['false_alarms_per_run']}), "
-              f"{aa['noisy']} NOISY; median:5% false alarms: {len(aa['median5_false_alarms'])}")
-        for reason in aa["noisy_reasons"][:8]:
-            print(f"  NOISY: {reason}")
-        for alarm in aa["false_alarms"]:
-            print(f"  false alarm: run {alarm[0]} {alarm[1]} {alarm[2]:+.2f}%")
+        if not torch.cuda.is_available():
+            print("bench-detect collects on a CUDA GPU and none is visible (exit 3); "
+                  "use --analyse-only --dir DIR to analyse files gathered elsewhere", file=sys.stderr)
+            return 3
+        collect(args)
+        if args.collect_only:
+            return 0
+    root = Path(args.dir)
+    if not root.is_dir():
+        print(f"bench-detect: {root} does not exist; collect first (exit 2)", file=sys.stderr)
+        return 2
+    result = {"planted": analyse_planted(root), "suite_aa": analyse_suite(root)}
+    if not result["planted"] and not result["suite_aa"]:
+        print(f"bench-detect: nothing to analyse under {root} (need >= 2 base processes or suite runs)",
+              file=sys.stderr)
+        return 2
+    _write_json(Path(args.out) if args.out else root / "summary.json", result)
+    print_report(result)
     return 0
 
 
