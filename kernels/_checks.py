@@ -6,6 +6,7 @@ violated constraint, so no kernel ever sees it.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 
@@ -127,6 +128,14 @@ def check_buffer(name: str, t: torch.Tensor, shape: tuple, dtype: torch.dtype, d
                          f"on {t.device}")
     if contiguous and not t.is_contiguous():
         raise ValueError(f"{name} must be contiguous")
+
+
+@functools.cache
+def sm_count(device: torch.device, cpu_default: int) -> int:
+    """Streaming multiprocessors of a CUDA device (looked up once), else ``cpu_default``."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return cpu_default
 
 
 def tma_ok(*tensors: torch.Tensor) -> bool:

@@ -70,6 +70,30 @@ def _load_rows(src, start, LEN, stride_l, stride_d, BLOCK: tl.constexpr, HEAD_DI
 
 
 @triton.jit
+def _kv_bounds(m0, LQ, LK, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """Key range of the row block at m0: full unmasked blocks in [0, split), masked ones in [split, hi)
+    (causal diagonal, ragged tail); ``diag`` = LK - LQ aligns the causal mask bottom-right."""
+    diag = LK - LQ
+    full_n = LK // BLOCK_N * BLOCK_N
+    if CAUSAL:
+        hi = tl.maximum(tl.minimum(m0 + BLOCK_M + diag, LK), 0)
+        split = tl.minimum(tl.maximum(m0 + diag + 1, 0) // BLOCK_N * BLOCK_N, full_n)
+    else:
+        hi = LK
+        split = full_n
+    return diag, split, hi
+
+
+@triton.jit
+def _keep(offs_m, offs_n, LK, diag, CAUSAL: tl.constexpr):
+    """Scores that count: keys inside LK and, when causal, not after the query's diagonal."""
+    keep = offs_n[None, :] < LK
+    if CAUSAL:
+        keep = keep & (offs_m[:, None] + diag >= offs_n[None, :])
+    return keep
+
+
+@triton.jit
 def _fwd_inner(acc, l_i, m_i, q, K, V, skl, skd, svl, svd, lo, hi, LK, offs_m, diag, qk_scale,
                BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr,
                CAUSAL: tl.constexpr, USE_TMA: tl.constexpr, DOT_F32: tl.constexpr):
@@ -79,10 +103,7 @@ def _fwd_inner(acc, l_i, m_i, q, K, V, skl, skd, svl, svd, lo, hi, LK, offs_m, d
         qk = mma(q, k, None, DOT_F32)
         v = _load_rows(V, start_n, LK, svl, svd, BLOCK_N, HEAD_DIM, MASKED, USE_TMA)
         if MASKED:
-            offs_n = start_n + tl.arange(0, BLOCK_N)
-            keep = offs_n[None, :] < LK
-            if CAUSAL:
-                keep = keep & (offs_m[:, None] + diag >= offs_n[None, :])
+            keep = _keep(offs_m, start_n + tl.arange(0, BLOCK_N), LK, diag, CAUSAL)
             qk = tl.where(keep, qk * qk_scale, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(qk, 1))
             m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # row with no key yet: keep p = 0
@@ -123,17 +144,10 @@ def _attn_fwd(Q, K, V, Out, LSE,
         k_src = tl.make_tensor_descriptor(k_base, [LK, HEAD_DIM], [skl, 1], [BLOCK_N, HEAD_DIM])
         v_src = tl.make_tensor_descriptor(v_base, [LK, HEAD_DIM], [svl, 1], [BLOCK_N, HEAD_DIM])
     else:
-        q = tl.load(q_base + offs_m[:, None] * sql + offs_d[None, :] * sqd, mask=offs_m[:, None] < LQ, other=0.0)
+        q = _load_rows(q_base, m0, LQ, sql, sqd, BLOCK_M, HEAD_DIM, True, False)
         k_src = k_base
         v_src = v_base
-    diag = LK - LQ
-    full_n = LK // BLOCK_N * BLOCK_N
-    if CAUSAL:
-        hi = tl.maximum(tl.minimum(m0 + BLOCK_M + diag, LK), 0)
-        split = tl.minimum(tl.maximum(m0 + diag + 1, 0) // BLOCK_N * BLOCK_N, full_n)
-    else:
-        hi = LK
-        split = full_n
+    diag, split, hi = _kv_bounds(m0, LQ, LK, BLOCK_M, BLOCK_N, CAUSAL)
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
@@ -260,10 +274,7 @@ def _dq_inner(dq, q, do, lse2, delta, k_src, v_src, skl, skd, svl, svd, lo, hi, 
         s = mma(q, tl.trans(k), None, DOT_F32)
         p = tl.math.exp2(s * qk_scale - lse2[:, None])
         if MASKED:
-            keep = offs_n[None, :] < LK
-            if CAUSAL:
-                keep = keep & (offs_m[:, None] + diag >= offs_n[None, :])
-            p = tl.where(keep, p, 0.0)
+            p = tl.where(_keep(offs_m, offs_n, LK, diag, CAUSAL), p, 0.0)
         dp = mma(do, tl.trans(v), None, DOT_F32)
         ds = p * (dp - delta[:, None])
         dq = mma(ds.to(k.dtype), k, dq, DOT_F32)
@@ -303,14 +314,7 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ,
     row_ok = offs_m < LQ
     lse2 = tl.load(LSE + bh * LQ + offs_m, mask=row_ok, other=0.0) * 1.4426950408889634
     delta = tl.load(DELTA + bh * LQ + offs_m, mask=row_ok, other=0.0)
-    diag = LK - LQ
-    full_n = LK // BLOCK_N * BLOCK_N
-    if CAUSAL:
-        hi = tl.maximum(tl.minimum(m0 + BLOCK_M + diag, LK), 0)
-        split = tl.minimum(tl.maximum(m0 + diag + 1, 0) // BLOCK_N * BLOCK_N, full_n)
-    else:
-        hi = LK
-        split = full_n
+    diag, split, hi = _kv_bounds(m0, LQ, LK, BLOCK_M, BLOCK_N, CAUSAL)
     dq = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
     dq = _dq_inner(dq, q, do, lse2, delta, k_src, v_src, skl, skd, svl, svd, 0, split, LK, offs_m, diag,
                    qk_scale, BLOCK_N, HEAD_DIM, False, CAUSAL, USE_TMA, DOT_F32)
@@ -357,10 +361,6 @@ def set_configs(kind: str, head_dim: int, configs: list[tuple]) -> None:
         tuner.cache.clear()
 
 
-def _strides(t: torch.Tensor, layout: str) -> tuple[int, int, int, int]:
-    return layout_strides(t, layout)
-
-
 def attention_path(*tensors: torch.Tensor) -> str:
     """``"hopper"`` when the Hopper configs may use tensor descriptors (TMA) for these tensors (the
     autotuner then chooses between TMA and cp.async pointer loads per shape), else ``"pointer"``."""
@@ -403,8 +403,8 @@ def attention_forward(
         return out, lse
     eligible = attention_path(q, k, v) == "hopper"
     tma_ok_arg = int(eligible if use_tma is None else use_tma)
-    args = (q, k, v, out, lse, *_strides(q, layout), *_strides(k, layout), *_strides(v, layout),
-            *_strides(out, layout), dims.heads_q, dims.group, dims.len_q, dims.len_k, scale * LOG2E,
+    args = (q, k, v, out, lse, *layout_strides(q, layout), *layout_strides(k, layout), *layout_strides(v, layout),
+            *layout_strides(out, layout), dims.heads_q, dims.group, dims.len_q, dims.len_k, scale * LOG2E,
             length_bucket(max(dims.len_q, dims.len_k)), tma_ok_arg)
     consts = {"HEAD_DIM": dims.head_dim, "CAUSAL": bool(causal), "DOT_F32": interpreting()}
     grid = lambda bm, bn: (triton.cdiv(dims.len_q, bm), dims.batch * dims.heads_q)
@@ -451,22 +451,22 @@ def attention_backward(
     delta = torch.empty_like(lse)
     pre_bm = 64
     _bwd_preprocess[(triton.cdiv(dims.len_q, pre_bm), dims.batch * dims.heads_q)](
-        out, do, delta, *_strides(out, layout), *_strides(do, layout), dims.heads_q, dims.len_q,
+        out, do, delta, *layout_strides(out, layout), *layout_strides(do, layout), dims.heads_q, dims.len_q,
         HEAD_DIM=dims.head_dim, BLOCK_M=pre_bm)
     eligible = attention_path(q, k, v, do) == "hopper"
     tma_ok_arg = int(eligible if use_tma is None else use_tma)
-    sq, sk, sv, sd = _strides(q, layout), _strides(k, layout), _strides(v, layout), _strides(do, layout)
+    sq, sk, sv, sd, sdk, sdv = (layout_strides(t, layout) for t in (q, k, v, do, dk, dv))
     qk_scale = scale * LOG2E
     key = length_bucket(max(dims.len_q, dims.len_k))
     consts = {"HEAD_DIM": dims.head_dim, "CAUSAL": bool(causal), "DOT_F32": interpreting()}
     launch(_attn_bwd_dkdv_tuned, _attn_bwd_dkdv,
             lambda bm, bn: (triton.cdiv(dims.len_k, bn), dims.batch * dims.heads_kv),
-            (q, k, v, do, lse, delta, dk, dv, *sq, *sk, *sv, *sd, *_strides(dk, layout), *_strides(dv, layout),
+            (q, k, v, do, lse, delta, dk, dv, *sq, *sk, *sv, *sd, *sdk, *sdv,
              dims.heads_q, dims.heads_kv, dims.group, dims.len_q, dims.len_k, qk_scale, scale, key, tma_ok_arg),
             consts, configs[0], bool(tma_ok_arg))
     launch(_attn_bwd_dq_tuned, _attn_bwd_dq,
             lambda bm, bn: (triton.cdiv(dims.len_q, bm), dims.batch * dims.heads_q),
-            (q, k, v, do, lse, delta, dq, *sq, *sk, *sv, *sd, *_strides(dq, layout),
+            (q, k, v, do, lse, delta, dq, *sq, *sk, *sv, *sd, *layout_strides(dq, layout),
              dims.heads_q, dims.group, dims.len_q, dims.len_k, qk_scale, scale, key, tma_ok_arg),
             consts, configs[1], bool(tma_ok_arg))
     return dq, dk, dv
@@ -503,8 +503,7 @@ def flash_attention(
     and Lk positions, Hq a multiple of Hkv.  ``sm_scale`` defaults to 1/sqrt(D).  Returns a tensor
     of q's shape in the same layout.  Use :func:`attention_forward` to also get the log-sum-exp.
     """
-    check_attention(q, k, v, layout, HEAD_DIMS)
-    return FlashAttentionFunction.apply(q, k, v, causal, sm_scale, layout)
+    return FlashAttentionFunction.apply(q, k, v, causal, sm_scale, layout)  # attention_forward checks the inputs
 
 
 __all__ = [

@@ -17,7 +17,16 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import LOG2E, check_attention, empty_like_layout, interpreting, layout_strides, mma, next_pow2
+from kernels._checks import (
+    LOG2E,
+    check_attention,
+    empty_like_layout,
+    interpreting,
+    layout_strides,
+    mma,
+    next_pow2,
+    sm_count,
+)
 
 HEAD_DIMS: tuple[int, ...] = (64, 128, 256)
 NUM_SMS_DEFAULT = 132
@@ -82,9 +91,7 @@ def _decode_combine(PO, PL, Out, sob, soh, sod, HQ, NSPLIT,
 
 
 def _num_sms(device: torch.device) -> int:
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return NUM_SMS_DEFAULT
+    return sm_count(device, cpu_default=NUM_SMS_DEFAULT)
 
 
 def choose_splits(batch: int, heads_kv: int, len_k: int, block_n: int, num_sms: int, waves: float = 2.0) -> int:

@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import check_device, check_dtype, interpreting, mma, set_triton_allocator
+from kernels._checks import check_device, check_dtype, interpreting, mma, set_triton_allocator, sm_count, tma_ok
 
 
 @triton.jit
@@ -30,7 +30,7 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 def _matmul_kernel(A, B, C, M, N, K, sam, sak, sbk, sbn, scm, scn,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                    USE_TMA: tl.constexpr, B_COLMAJOR: tl.constexpr, DOT_F32: tl.constexpr,
-                   FLATTEN: tl.constexpr = False, EPI: tl.constexpr = 0, WS: tl.constexpr = False):
+                   FLATTEN: tl.constexpr = False, EPI: tl.constexpr = 0):
     # EPI (TMA path): 0 = one tensor-descriptor store of the tile, 1 = two half-tile stores (half the
     # shared-memory staging, room for a deeper pipeline), 2 = plain masked stores from registers.
     start = tl.program_id(0)
@@ -50,7 +50,7 @@ def _matmul_kernel(A, B, C, M, N, K, sam, sak, sbk, sbn, scm, scn,
         elif EPI == 1:
             c_desc = tl.make_tensor_descriptor(C, [M, N], [scm, 1], [BLOCK_M, BLOCK_N // 2])
     offs_bk = tl.arange(0, BLOCK_K)
-    for tile_id in tl.range(start, num_tiles, num_progs, flatten=FLATTEN, warp_specialize=WS):
+    for tile_id in tl.range(start, num_tiles, num_progs, flatten=FLATTEN):
         pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
@@ -112,18 +112,12 @@ def set_configs(configs: list[tuple]) -> None:
 
 
 def _tma_ok(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
-    if interpreting() or a.device.type != "cuda" or torch.cuda.get_device_capability(a.device)[0] < 9:
-        return False
-    es = a.element_size()
-    if a.stride(1) != 1 or c.stride(1) != 1 or not (b.stride(1) == 1 or b.stride(0) == 1):
-        return False
-    ptrs_ok = all(t.data_ptr() % 16 == 0 for t in (a, b, c))
-    bstride = b.stride(0) if b.stride(1) == 1 else b.stride(1)
-    return ptrs_ok and all((s * es) % 16 == 0 for s in (a.stride(0), bstride, c.stride(0)))
+    """Tensor descriptors for A, C and B (read column-major as its transpose when stride(0) == 1)."""
+    return not interpreting() and tma_ok(a, b if b.stride(1) == 1 else b.t(), c)
 
 
 def num_sms(device: torch.device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
+    return sm_count(device, cpu_default=4)  # 4 on CPU keeps the persistent loop exercised in the interpreter
 
 
 def matmul(

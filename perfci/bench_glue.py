@@ -59,6 +59,6 @@ def make_session(getoption: Callable[[str], Any], fingerprint: Fingerprint) -> P
     session = PerfSession(fingerprint=fingerprint, settings=settings)
     root = getoption("perfci_baselines")
     if root:
-        session.baseline, session.baseline_note = load_or_empty(Path(root), fingerprint.slug)
+        session.set_baseline(*load_or_empty(Path(root), fingerprint.slug))
     return session
 

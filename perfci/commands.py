@@ -12,6 +12,7 @@ from perfci.baseline import (
     baseline_path,
     describe_available,
     load_baseline,
+    load_for_gpu,
     load_or_empty,
     make_baseline,
     write_atomic,
@@ -21,7 +22,7 @@ from perfci.fingerprint import Fingerprint, detect
 from perfci.gate import RunVerdict, judge_files
 from perfci.report import headline, terminal_table, write_report
 from perfci.results import ResultFile, load_results
-from perfci.runner import PYTEST_FAILED, pytest_exit_to_perfci, results_path, run_suite
+from perfci.runner import PYTEST_FAILED, PYTEST_NO_TESTS, PYTEST_OK, pytest_exit_to_perfci, results_path, run_suite
 
 
 def dispatch(args: argparse.Namespace, rest: list[str]) -> int:
@@ -67,7 +68,7 @@ def cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
     settled = pytest_exit_to_perfci(suite.pytest_exit)
     if settled is not None:
         print(f"perfci: pytest exited {suite.pytest_exit}: "
-              + ("no benchmarks were collected" if suite.pytest_exit == 5 else "see its output above"),
+              + ("no benchmarks were collected" if suite.pytest_exit == PYTEST_NO_TESTS else "see its output above"),
               file=sys.stderr)
         return settled
     if not suite.results_path.exists():
@@ -118,7 +119,7 @@ def _profile_torch(args: argparse.Namespace, pytest_args: list[str]) -> int:
             continue
         print(format_profile_table(KernelProfile.from_dict(bench.profile)))
     print(f"\nperfci: traces (Chrome/Perfetto JSON) in {traces}; results {suite.results_path}")
-    return EXIT_OK if suite.pytest_exit == 0 else EXIT_REGRESSION
+    return EXIT_OK if suite.pytest_exit == PYTEST_OK else EXIT_REGRESSION
 
 
 def cmd_baseline_update(args: argparse.Namespace, rest: list[str]) -> int:
@@ -149,12 +150,12 @@ def cmd_baseline_update(args: argparse.Namespace, rest: list[str]) -> int:
 
 def cmd_baseline_show(args: argparse.Namespace, rest: list[str]) -> int:
     gpu = args.gpu or detect().slug
-    path = baseline_path(args.baselines, gpu)
-    if not path.exists():
-        raise BadInputError(f"no baseline for {gpu} ({path})", hint=describe_available(args.baselines))
-    base = load_baseline(path, gpu=gpu)
+    base = load_for_gpu(args.baselines, gpu)
+    if base is None:
+        raise BadInputError(f"no baseline for {gpu} ({baseline_path(args.baselines, gpu)})",
+                            hint=describe_available(args.baselines))
     header = base.header
-    print(f"{path}: {len(base.benchmarks)} benchmarks, written {header.get('written')}, runs {header.get('runs')}")
+    print(f"{base.path}: {len(base.benchmarks)} benchmarks, written {header.get('written')}, runs {header.get('runs')}")
     fp = base.fingerprint
     print("fingerprint: " + ", ".join(f"{k}={fp.get(k)}" for k in ("name", "driver", "cuda", "torch", "triton")))
     for name, b in sorted(base.benchmarks.items()):
@@ -183,11 +184,15 @@ def _same_gpu(old: ResultFile, new: ResultFile) -> None:
                             "refusing to compare across GPU models", hint="compare two runs of one GPU model")
 
 
+def _judge_pair(old: ResultFile, new: ResultFile) -> tuple[RunVerdict, Fingerprint]:
+    """The verdict of ``new`` against ``old`` (one GPU model only), and the fingerprint to show with it."""
+    _same_gpu(old, new)
+    return judge_files(new, old), Fingerprint.recorded(new.fingerprint) or detect()
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     old, new = load_results(args.old), load_results(args.new)
-    _same_gpu(old, new)
-    verdict = judge_files(new, old)
-    fp = Fingerprint.recorded(new.fingerprint) or detect()
+    verdict, fp = _judge_pair(old, new)
     print(terminal_table(verdict, fp))
     if args.report_dir:
         write_report([old, new], verdict, args.report_dir, f"perfci compare {old.path.name} -> {new.path.name}")
@@ -198,11 +203,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     results = [load_results(p) for p in args.results]
     verdict: RunVerdict | None = None
     if len(results) >= 2:
-        _same_gpu(results[0], results[-1])
-        verdict = judge_files(results[-1], results[0])
+        verdict, fp = _judge_pair(results[0], results[-1])
     paths = write_report(results, verdict, args.out, "perfci report")
     if verdict is not None:
-        fp = Fingerprint.recorded(results[-1].fingerprint) or detect()
         print(headline(verdict, fp))
     print("perfci: wrote " + ", ".join(str(p) for p in paths))
     return EXIT_OK

@@ -83,6 +83,7 @@ GEMM whose within-run IQR is 10-15 %); a planted +3 % (re-quantized to 32 ns) wa
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -90,6 +91,7 @@ from typing import Any
 
 import numpy as np
 
+from perfci import stats
 from perfci.errors import BadInputError, UsageError
 from perfci.units import parse_fraction
 
@@ -118,6 +120,7 @@ class Verdict(str, enum.Enum):
     MISSING = "missing"
 
 
+@functools.lru_cache(maxsize=64)
 def normal_quantile(p: float) -> float:
     """Standard-normal quantile (inverse CDF) for 0 < p < 1, by bisection on math.erf (no scipy)."""
     if not 0.0 < p < 1.0:
@@ -136,11 +139,9 @@ def normal_quantile(p: float) -> float:
 
 def baseline_spread(run_medians_ms: Sequence[float]) -> float:
     """(max - min) / median of per-run medians: the spread figure ``noise_floor`` is expressed in."""
-    values = np.asarray(run_medians_ms, dtype=float)
-    if values.size < 2:
+    if len(run_medians_ms) < 2:
         raise ValueError("spread needs at least two run medians")
-    mid = float(np.median(values))
-    return float((values.max() - values.min()) / mid) if mid > 0 else math.inf
+    return stats.spread([float(v) for v in run_medians_ms])
 
 
 def _float_tuple(values: Any, what: str) -> tuple[float, ...]:
@@ -277,7 +278,11 @@ class _Side:
     se_within: float  # standard error of log(level) from the samples alone
     iqr_rel: float  # within-run (q75 - q25) / median
     run_logs: np.ndarray  # log run medians (may be empty)
-    runs: int  # fresh-process runs the level stands for (1 without run medians)
+
+    @property
+    def runs(self) -> int:
+        """Fresh-process runs the level stands for (1 without run medians)."""
+        return max(1, int(self.run_logs.size))
 
 
 def _summarise(sample: Sample) -> _Side:
@@ -300,7 +305,6 @@ def _summarise(sample: Sample) -> _Side:
         se_within=se / level,
         iqr_rel=float((q75 - q25) / q50),
         run_logs=run_logs,
-        runs=max(1, int(run_logs.size)),
     )
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from perfci.errors import InfrastructureError, RegressionError, UsageError
-from perfci.timing import choose_normalization, make_timer
+from perfci.timing import make_timer, measure_compared
 from perfci.units import format_bytes, gbps, tflops
 
 if TYPE_CHECKING:
@@ -99,18 +99,13 @@ class Perf:
             timer = make_timer(settings.timer, gpu_available=session.fingerprint.gpu_available,
                                l2_flush=settings.policy.l2_flush,
                                annotate=session.ranges.factory(self._test))
-            measurement = timer.measure(call, settings.policy)
-            measurement = choose_normalization(
-                measurement, settings.policy, bytes_moved=self.bytes,
-                peak_bandwidth_gbps=session.fingerprint.peak_memory_bandwidth_gbps,
-                reference_sm_clock_mhz=session.fingerprint.max_sm_clock_mhz)
+            measurement = measure_compared(timer, call, settings.policy, session.fingerprint, bytes_moved=self.bytes)
             profile = session.profile(call, self._test, settings) if settings.profile else None
 
         self._record(measurement, profile)
         self._clock.load(measurement.samples_ms)
         self._benchmark.pedantic(self._clock.step, rounds=len(measurement.samples_ms), iterations=1)
-        outcome = session.judge(self._benchmark.fullname, measurement, profile, settings,
-                                self._benchmark.extra_info)
+        outcome = session.judge(self._benchmark.fullname, settings, self._benchmark.extra_info)
         if outcome.failed:
             raise RegressionError(outcome.evidence())
         return result

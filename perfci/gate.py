@@ -12,12 +12,13 @@ from dataclasses import dataclass, replace
 
 from perfci.compare import CompareSettings, Comparison, Sample, compare_samples
 from perfci.errors import EXIT_OK, EXIT_REGRESSION
-from perfci.results import BenchResult, ResultFile
+from perfci.results import BenchResult, ResultFile, is_device_timer
 from perfci.rules import Finding, check_against_baseline, check_declared
 from perfci.trace import KernelProfile
 from perfci.units import format_time_ms
 
 DRIFT_FIELDS = ("driver", "cuda", "torch", "triton")
+DEFAULT_THRESHOLD = CompareSettings.min_effect  # the comparison's default minimum effect (3 %)
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class BenchmarkOutcome:
 
     @property
     def device_time(self) -> bool:
-        return self.timer != "wall"
+        return is_device_timer(self.timer)
 
     @property
     def timing_failed(self) -> bool:
@@ -115,7 +116,7 @@ def environment_drift(base: Mapping[str, object], new: Mapping[str, object]) -> 
 
 
 def judge(new: BenchResult, base: BenchResult | None, *, compared: bool, forbid: Iterable[str] = (),
-          expect: Mapping[str, object] | None = None, threshold: float = 0.03,
+          expect: Mapping[str, object] | None = None, threshold: float = DEFAULT_THRESHOLD,
           drift: tuple[str, ...] = (), known_bad: Iterable[str] = ()) -> BenchmarkOutcome:
     """The outcome of one benchmark: declared rules, baseline structure, timing verdict.
 
@@ -169,12 +170,9 @@ def _sample(side: BenchResult | None, other: BenchResult | None) -> Sample | Non
 def judge_files(new: ResultFile, base: ResultFile | None) -> RunVerdict:
     """Compare two result files (``perfci compare`` and ``perfci run``)."""
     drift = environment_drift(base.fingerprint, new.fingerprint) if base else ()
-    outcomes = []
-    for name, result in new.benchmarks.items():
-        info = result.extra.get("perfci", {}) if isinstance(result.extra, dict) else {}
-        outcomes.append(judge(
-            result, base.benchmarks.get(name) if base else None, compared=base is not None,
-            forbid=info.get("forbid", ()), expect=info.get("expect") or {},
-            threshold=result.threshold or 0.03, drift=drift, known_bad=info.get("known_bad", ())))
+    outcomes = [judge(result, base.benchmarks.get(name) if base else None, compared=base is not None,
+                      forbid=result.forbid, expect=result.expect, threshold=result.threshold or DEFAULT_THRESHOLD,
+                      drift=drift, known_bad=result.known_bad)
+                for name, result in new.benchmarks.items()]
     return gate(outcomes, set(base.benchmarks) - set(new.benchmarks) if base else ())
 

@@ -75,7 +75,7 @@ class Measurement:
     def noisy(self) -> bool:
         return bool(self.noise_reasons)
 
-    @property
+    @functools.cached_property
     def median_ms(self) -> float:
         return stats.median(self.samples_ms)
 
@@ -87,8 +87,10 @@ class Measurement:
         ref = self.reference_sm_clock_mhz
         return tuple(t * mhz / ref for t, mhz in zip(self.samples_ms, self.sample_sm_clock_mhz, strict=True))
 
-    @property
+    @functools.cached_property
     def gated_median_ms(self) -> float:
+        if self.gated_samples_ms is self.samples_ms:
+            return self.median_ms
         return stats.median(self.gated_samples_ms)
 
     @property

@@ -52,13 +52,10 @@ def require_tool(tool: str) -> str:
 
 
 def _pytest_cmd(pytest_args: list[str]) -> list[str]:
-    from perfci.runner import DEFAULT_SUITE, has_path_argument
+    from perfci.runner import with_default_suite
 
-    args = list(pytest_args)
-    if not has_path_argument(args):
-        args.insert(0, DEFAULT_SUITE)
-    return [sys.executable, "-m", "pytest", *args, "--benchmark-disable", "--perfci-no-profile", "-q", "-p",
-            "no:cacheprovider"]
+    return [sys.executable, "-m", "pytest", *with_default_suite(pytest_args, require_dir=False),
+            "--benchmark-disable", "--perfci-no-profile", "-q", "-p", "no:cacheprovider"]
 
 
 def profile_with(tool: str, pytest_args: list[str], out: Path) -> int:

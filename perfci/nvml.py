@@ -29,6 +29,7 @@ DISTURBING_REASONS = frozenset(
 # of those, the hardware slowdowns (clocks cut by half or more, external power brake) make a measurement
 # NOISY outright; the software thermal slowdown only lowers the SM clock, which the per-batch clock sees
 HARD_SLOWDOWNS = frozenset({"hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"})
+SOFT_SLOWDOWNS = DISTURBING_REASONS - HARD_SLOWDOWNS
 
 
 def decode_reasons(mask: int) -> tuple[str, ...]:
@@ -47,6 +48,9 @@ class ClockSnapshot:
     other_processes: int
 
 
+_HANDLES: dict[int, Nvml | None] = {}
+
+
 class Nvml:
     """A handle on one GPU through NVML. Create with :meth:`for_torch_device`."""
 
@@ -56,14 +60,19 @@ class Nvml:
 
     @classmethod
     def for_torch_device(cls, index: int) -> Nvml | None:
+        """The handle for torch's device ``index``, looked up once per process (None without NVML)."""
+        if index not in _HANDLES:
+            _HANDLES[index] = cls._open(index)
+        return _HANDLES[index]
+
+    @classmethod
+    def _open(cls, index: int) -> Nvml | None:
         try:
             import pynvml
             import torch
 
             pynvml.nvmlInit()
-            bus_id = torch.cuda.get_device_properties(index).pci_bus_id if hasattr(
-                torch.cuda.get_device_properties(index), "pci_bus_id"
-            ) else None
+            bus_id = getattr(torch.cuda.get_device_properties(index), "pci_bus_id", None)
             if bus_id:
                 handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id.encode())
             else:

@@ -16,8 +16,10 @@ _SELECTED = pytest.StashKey[set]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    from perfci.timing import TIMER_NAMES
+
     group = parser.getgroup("perfci", "perfci: device-time benchmarks and regression gate")
-    group.addoption("--perfci-timer", default="auto", choices=("auto", "graph", "event", "wall"),
+    group.addoption("--perfci-timer", default="auto", choices=TIMER_NAMES,
                     help="timer: graph (CUDA graph replays, default on GPU), event, wall (default on CPU)")
     group.addoption("--perfci-threshold", default="3%", metavar="PCT",
                     help="minimum slowdown that fails a benchmark, e.g. 3%% or 2.5%% (default 3%%)")
@@ -39,9 +41,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "perf(**options): perfci options for this benchmark "
-                            "(threshold, timer, forbid, expect, l2_flush, precision, min_time, max_time, "
-                            "normalize, profile)")
+    from perfci.settings import MARKER_KEYS
+
+    config.addinivalue_line("markers", f"perf(**options): perfci options for this benchmark ({', '.join(MARKER_KEYS)})")
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU; skipped cleanly without one")
     from perfci.bench_glue import key_storage_by_gpu, make_session
     from perfci.fingerprint import detect

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import html
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from perfci.baseline import write_atomic
 from perfci.fingerprint import Fingerprint
 from perfci.gate import BenchmarkOutcome, RunVerdict
 from perfci.results import ResultFile
@@ -70,7 +70,8 @@ def markdown_summary(verdict: RunVerdict, fingerprint: Fingerprint) -> str:
     lines = [f"## {headline(verdict, fingerprint)}", "",
              "| benchmark | time | timer | verdict | change | interval | structure |",
              "|---|---|---|---|---|---|---|"]
-    for o in _sorted(verdict):
+    ordered = _sorted(verdict)
+    for o in ordered:
         c = o.comparison
         interval = ""
         if c is not None and c.ratio_low is not None and c.ratio_high is not None:
@@ -80,7 +81,7 @@ def markdown_summary(verdict: RunVerdict, fingerprint: Fingerprint) -> str:
                      f"| {interval} | {_md(_structure(o))} |")
     for name in verdict.missing:
         lines.append(f"| `{name}` | | | MISSING | | | in the baseline, not run |")
-    details = [o for o in _sorted(verdict) if o.failed]
+    details = [o for o in ordered if o.failed]
     if details:
         lines += ["", "### Evidence", ""]
         for o in details:
@@ -128,16 +129,16 @@ def github_outputs(verdict: RunVerdict, fingerprint: Fingerprint, root: Path) ->
         print(line)
 
 
-def html_report(results: Sequence[ResultFile], verdict: RunVerdict | None, title: str) -> str:
-    """A self-contained plotly page: median device time per benchmark per run, with intervals."""
+def html_report(results: Sequence[ResultFile], summary_md: str | None, title: str) -> str:
+    """A self-contained plotly page: the verdict summary, then median device time per benchmark per run."""
     try:
         import plotly.graph_objects as go
     except ImportError:
         go = None
     names = sorted({n for r in results for n in r.benchmarks})
     parts = [f"<h1>{html.escape(title)}</h1>"]
-    if verdict is not None:
-        parts.append("<pre>" + html.escape(markdown_summary(verdict, _fp_of(results))) + "</pre>")
+    if summary_md is not None:
+        parts.append("<pre>" + html.escape(summary_md) + "</pre>")
     if go is None:
         parts.append("<p>plotly is not installed: charts omitted (pip install plotly).</p>")
     else:
@@ -169,11 +170,11 @@ def _fp_of(results: Sequence[ResultFile]) -> Fingerprint:
 def write_report(results: Sequence[ResultFile], verdict: RunVerdict | None, out_dir: Path, title: str) -> list[Path]:
     """Write report.html, summary.md and verdict.json into ``out_dir``; returns the paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    summary_md = markdown_summary(verdict, _fp_of(results)) if verdict is not None else None
     paths = [out_dir / "report.html"]
-    paths[0].write_text(html_report(results, verdict, title), encoding="utf-8")
+    paths[0].write_text(html_report(results, summary_md, title), encoding="utf-8")
     if verdict is not None:
-        fp = _fp_of(results)
-        (out_dir / "summary.md").write_text(markdown_summary(verdict, fp), encoding="utf-8")
+        (out_dir / "summary.md").write_text(summary_md, encoding="utf-8")
         doc = {"schema_version": 1, "exit_code": verdict.exit_code, "counts": verdict.counts(),
                "missing": list(verdict.missing),
                "benchmarks": [{"name": o.name, "verdict": o.verdict, "failed": o.failed, "median_ms": o.median_ms,
@@ -183,6 +184,6 @@ def write_report(results: Sequence[ResultFile], verdict: RunVerdict | None, out_
                                              "culprit": str(f.culprit) if f.culprit else None}
                                             for f in o.findings]}
                               for o in verdict.outcomes]}
-        (out_dir / "verdict.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        write_atomic(out_dir / "verdict.json", doc)
         paths += [out_dir / "summary.md", out_dir / "verdict.json"]
     return paths

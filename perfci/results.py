@@ -31,10 +31,14 @@ class BenchResult:
     profile: dict[str, Any] | None
     run_medians_ms: tuple[float, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    # the declared structural rules the benchmark ran with (``perf.forbid``, ``perf.expect``, known_bad)
+    forbid: tuple[str, ...] = ()
+    expect: dict[str, Any] = field(default_factory=dict, compare=False)
+    known_bad: tuple[str, ...] = ()
 
     @property
     def device_time(self) -> bool:
-        return self.timer != "wall"
+        return is_device_timer(self.timer)
 
     @property
     def gated_median_ms(self) -> float:
@@ -55,6 +59,11 @@ class ResultFile:
     def empty(cls, path: Path, gpu: str) -> ResultFile:
         """A baseline with no benchmarks: every benchmark compared with it is NEW."""
         return cls(path=path, gpu=gpu, fingerprint={}, benchmarks={}, header={"schema_version": SCHEMA_VERSION})
+
+
+def is_device_timer(timer: str) -> bool:
+    """Every timer but the host wall clock measures device time."""
+    return timer != "wall"
 
 
 def read_json(path: Path, what: str = "result file") -> dict[str, Any]:
@@ -81,7 +90,11 @@ def read_json(path: Path, what: str = "result file") -> dict[str, Any]:
 
 
 def load_results(path: Path, what: str = "result file") -> ResultFile:
-    data = read_json(path, what)
+    return parse_results(read_json(path, what), path, what)
+
+
+def parse_results(data: dict[str, Any], path: Path, what: str = "result file") -> ResultFile:
+    """A result file's parsed document (``path`` names it in messages); see :func:`load_results`."""
     header = data.get("perfci", {})
     if not isinstance(header, dict):
         raise BadInputError(f"{what} {path}: 'perfci' header is not an object")
@@ -127,14 +140,19 @@ def _parse_bench(bench: Any, path: Path, index: int, what: str) -> BenchResult:
             threshold = float(info["threshold"]) if info.get("threshold") is not None else None
             profile = info.get("profile") if isinstance(info.get("profile"), dict) else None
             run_medians = tuple(float(v) for v in info.get("run_medians_ms", ()))
+            forbid = tuple(info.get("forbid") or ())
+            expect = dict(info.get("expect") or {})
+            known_bad = tuple(info.get("known_bad") or ())
         else:  # a plain pytest-benchmark entry: seconds, samples only with --benchmark-save-data
             samples = tuple(float(v) * 1e3 for v in stats.get("data", ()))
             median_ms = float(stats["median"]) * 1e3
             timer, normalization, noisy, reasons = "wall", "none", False, ()
             threshold, profile, run_medians = None, None, ()
+            forbid, expect, known_bad = (), {}, ()
     except (KeyError, TypeError, ValueError) as exc:
         raise BadInputError(f"{where} ({name}): malformed timing data ({exc})",
                             hint="re-create the file") from None
     return BenchResult(name=name, median_ms=median_ms, gated_samples_ms=samples, timer=timer,
                        normalization=normalization, noisy=noisy, noise_reasons=reasons, threshold=threshold,
-                       profile=profile, run_medians_ms=run_medians, extra=extra)
+                       profile=profile, run_medians_ms=run_medians, extra=extra, forbid=forbid, expect=expect,
+                       known_bad=known_bad)

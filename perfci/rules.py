@@ -16,10 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from perfci.categories import CATEGORIES, SDPA_BACKENDS
 from perfci.errors import UsageError
-from perfci.trace import Culprit, KernelProfile, KernelRecord
+from perfci.trace import Culprit, KernelProfile, KernelRecord, SyncRecord
+
+R = TypeVar("R", KernelRecord, SyncRecord)
 
 SPECIAL_FORBID = ("copy", "cast", "transpose", "sync", "memcpy", "math_sdpa", "fp32_gemm")
 VALID_FORBID = tuple(dict.fromkeys(SPECIAL_FORBID + CATEGORIES))
@@ -196,12 +199,13 @@ def _group(records: Iterable[KernelRecord]) -> dict[tuple[str, str], list[Kernel
     return groups
 
 
-def _count(records: Iterable[KernelRecord | object]) -> int:
-    return _n(sum(getattr(r, "count_per_call", 0.0) for r in records))
+def _count(records: Iterable[KernelRecord | SyncRecord]) -> int:
+    return _n(sum(r.count_per_call for r in records))
 
 
-def _new_records(current: list[KernelRecord], base: list[KernelRecord]) -> list[KernelRecord]:
-    """The current records to blame for an increase: those whose culprit the baseline did not have."""
+def _new_records(current: list[R], base: list[R]) -> list[R]:
+    """The current records (kernels or syncs) to blame for an increase: those whose culprit the baseline
+    did not have."""
     seen = {(b.culprit.file, b.culprit.function) if b.culprit else None for b in base}
     fresh = [k for k in current if ((k.culprit.file, k.culprit.function) if k.culprit else None) not in seen]
     return fresh or current
@@ -234,10 +238,7 @@ def _sync_findings(profile: KernelProfile, baseline: KernelProfile) -> list[Find
         base = [s for s in baseline.syncs if s.kind == kind]
         delta = _count(current) - _count(base)
         if delta > 0:
-            seen = {(b.culprit.file, b.culprit.function) if b.culprit else None for b in base}
-            fresh = [s for s in current if ((s.culprit.file, s.culprit.function) if s.culprit else None)
-                     not in seen] or current
-            where = fresh[0].culprit
+            where = _new_records(current, base)[0].culprit
             findings.append(Finding("new:sync", f"+{delta} host sync ({kind}) per call "
                                     f"({_count(base)} -> {_count(current)}){_at(where)}", where, True))
         elif delta < 0:

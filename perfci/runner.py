@@ -22,7 +22,6 @@ PYTEST_OK, PYTEST_FAILED, PYTEST_INTERRUPTED, PYTEST_INTERNAL, PYTEST_USAGE, PYT
 class SuiteRun:
     results_path: Path
     pytest_exit: int
-    command: tuple[str, ...]
 
 
 def results_path(results_dir: Path = RESULTS_DIR, tag: str = "run") -> Path:
@@ -46,22 +45,25 @@ def has_path_argument(pytest_args: list[str]) -> bool:
     return False
 
 
-def run_suite(pytest_args: list[str], *, out: Path, baselines: Path | None, extra: list[str] | None = None,
-              quiet: bool = False) -> SuiteRun:
-    """Run pytest on the suite in a child process (fresh CUDA context, clean state)."""
+def with_default_suite(pytest_args: list[str], *, require_dir: bool = True) -> list[str]:
+    """The pytest arguments, with the default suite first when they name no test path."""
     args = list(pytest_args)
     if not has_path_argument(args):
-        if not Path(DEFAULT_SUITE).is_dir():
+        if require_dir and not Path(DEFAULT_SUITE).is_dir():
             raise UsageError(f"no test path given and the default suite {DEFAULT_SUITE}/ does not exist here",
                              hint="run from the project root or name the tests: perfci run path/to/tests")
         args.insert(0, DEFAULT_SUITE)
+    return args
+
+
+def run_suite(pytest_args: list[str], *, out: Path, baselines: Path | None, extra: list[str] | None = None) -> SuiteRun:
+    """Run pytest on the suite in a child process (fresh CUDA context, clean state)."""
+    args = with_default_suite(pytest_args)
     out.parent.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "pytest", *args, f"--benchmark-json={out}", "--benchmark-save-data"]
     if baselines is not None:
         command.append(f"--perfci-baselines={baselines}")
     command += extra or []
-    if quiet:
-        command.append("-q")
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
     try:
@@ -70,7 +72,7 @@ def run_suite(pytest_args: list[str], *, out: Path, baselines: Path | None, extr
         raise InfrastructureError(f"could not start pytest: {exc}") from None
     except KeyboardInterrupt:
         raise InfrastructureError("interrupted") from None
-    return SuiteRun(results_path=out, pytest_exit=completed.returncode, command=tuple(command))
+    return SuiteRun(results_path=out, pytest_exit=completed.returncode)
 
 
 def pytest_exit_to_perfci(code: int) -> int | None:

@@ -10,7 +10,6 @@ from typing import Any
 from perfci.annotate import Ranges
 from perfci.fingerprint import Fingerprint, slugify
 from perfci.gate import BenchmarkOutcome, RunVerdict, environment_drift, gate, judge
-from perfci.measurement import Measurement
 from perfci.results import ResultFile, bench_from_info
 from perfci.settings import PerfSettings
 
@@ -24,6 +23,11 @@ class PerfSession:
     ranges: Ranges = field(default_factory=Ranges)
     outcomes: list[BenchmarkOutcome] = field(default_factory=list)
     executed: set[str] = field(default_factory=set)
+    drift: tuple[str, ...] = ()  # environment drift against the baseline: one value for the whole session
+
+    def set_baseline(self, baseline: ResultFile, note: str) -> None:
+        self.baseline, self.baseline_note = baseline, note
+        self.drift = environment_drift(baseline.fingerprint, self.fingerprint.machine_info())
 
     def profile(self, call: Callable[[], Any], test: str, settings: PerfSettings) -> Any:
         from perfci.trace import profile_call
@@ -34,13 +38,11 @@ class PerfSession:
         with self.ranges.range(f"{test} [profile]"):
             return profile_call(call, calls=settings.profile_calls, label=test, trace_path=trace_path)
 
-    def judge(self, name: str, measurement: Measurement, profile: Any, settings: PerfSettings,
-              extra_info: dict[str, Any]) -> BenchmarkOutcome:
+    def judge(self, name: str, settings: PerfSettings, extra_info: dict[str, Any]) -> BenchmarkOutcome:
         new = bench_from_info(name, extra_info)
         base = self.baseline.benchmarks.get(name) if self.baseline else None
-        drift = environment_drift(self.baseline.fingerprint, self.fingerprint.machine_info()) if self.baseline else ()
         outcome = judge(new, base, compared=self.baseline is not None, forbid=settings.forbid,
-                        expect=dict(settings.expect), threshold=settings.threshold, drift=drift,
+                        expect=dict(settings.expect), threshold=settings.threshold, drift=self.drift,
                         known_bad=settings.known_bad)
         self.outcomes.append(outcome)
         self.executed.add(name)

@@ -20,10 +20,7 @@ def z_value(confidence: float) -> float:
 def median(values: Sequence[float]) -> float:
     if not values:
         raise ValueError("median of no values")
-    ordered = sorted(values)
-    n = len(ordered)
-    mid = n // 2
-    return ordered[mid] if n % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
+    return _median_sorted(sorted(values))
 
 
 def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
@@ -32,10 +29,13 @@ def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[
     Uses the normal approximation to the binomial for the ranks; with fewer than 6 values the
     interval is the full range (the data cannot say more).
     """
-    ordered = sorted(values)
-    n = len(ordered)
-    if n == 0:
+    if not values:
         raise ValueError("interval of no values")
+    return _interval_sorted(sorted(values), confidence)
+
+
+def _interval_sorted(ordered: Sequence[float], confidence: float) -> tuple[float, float]:
+    n = len(ordered)
     if n < 6:
         return ordered[0], ordered[-1]
     half_width = z_value(confidence) * math.sqrt(n) / 2.0
@@ -44,12 +44,19 @@ def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[
     return ordered[lo], ordered[hi]
 
 
+def _median_sorted(ordered: Sequence[float]) -> float:
+    n = len(ordered)
+    mid = n // 2
+    return ordered[mid] if n % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
+
+
 def relative_median_halfwidth(values: Sequence[float], confidence: float = 0.95) -> float:
     """Half the width of the median's confidence interval, over the median (inf when undefined)."""
     if len(values) < 2:
         return math.inf
-    lo, hi = median_interval(values, confidence)
-    mid = median(values)
+    ordered = sorted(values)  # once: this runs after every sampling batch
+    lo, hi = _interval_sorted(ordered, confidence)
+    mid = _median_sorted(ordered)
     if mid <= 0:
         return math.inf
     return (hi - lo) / (2.0 * mid)
@@ -59,6 +66,23 @@ def spread(values: Sequence[float]) -> float:
     """(max - min) / median: the spread figure used across fresh processes."""
     mid = median(values)
     return (max(values) - min(values)) / mid if mid > 0 else math.inf
+
+
+def loglog_fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float] | None:
+    """Least-squares slope of log(y) on log(x) and its standard error; None when x does not vary or
+    there are fewer than three points."""
+    lx = [math.log(x) for x in xs]
+    ly = [math.log(y) for y in ys]
+    n = len(lx)
+    if n < 3:
+        return None
+    mx, my = sum(lx) / n, sum(ly) / n
+    sxx = sum((x - mx) ** 2 for x in lx)
+    if sxx <= 0.0:
+        return None
+    slope = sum((x - mx) * (y - my) for x, y in zip(lx, ly, strict=True)) / sxx
+    residual = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(lx, ly, strict=True)) / (n - 2)
+    return slope, math.sqrt(residual / sxx)
 
 
 def clock_sensitivity(samples: Sequence[float], clocks: Sequence[float]) -> tuple[float, float] | None:
@@ -77,15 +101,9 @@ def clock_sensitivity(samples: Sequence[float], clocks: Sequence[float]) -> tupl
             batches.setdefault(float(clock), []).append(value)
     if len(batches) < 4:
         return None
-    xs = [math.log(c) for c in batches]
-    ys = [math.log(median(v)) for v in batches.values()]
-    n = len(xs)
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    if sxx <= 0.0:
+    fit = loglog_fit(list(batches), [median(v) for v in batches.values()])
+    if fit is None:
         return None
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
-    residual = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(xs, ys, strict=True)) / (n - 2)
-    se = math.sqrt(residual / sxx)
-    effect = slope * (max(xs) - min(xs))
+    slope, se = fit
+    effect = slope * (math.log(max(batches)) - math.log(min(batches)))
     return effect, (slope / se if se > 0 else math.copysign(math.inf, slope) if slope else 0.0)

@@ -22,13 +22,17 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from perfci import stats
 from perfci.clockprobe import make_probe
 from perfci.errors import UsageError
 from perfci.measurement import Measurement, SamplingPolicy
-from perfci.nvml import DISTURBING_REASONS, HARD_SLOWDOWNS, ClockSnapshot, Nvml
+from perfci.nvml import HARD_SLOWDOWNS, SOFT_SLOWDOWNS, ClockSnapshot, Nvml
+from perfci.units import gbps
+
+if TYPE_CHECKING:
+    from perfci.fingerprint import Fingerprint
 
 TIMER_NAMES = ("auto", "graph", "event", "wall")
 Clock = Callable[[], float]
@@ -190,7 +194,7 @@ class _CudaTimerBase:
             clock_source += "; NVML-reported clock used"
         before = nvml.snapshot() if nvml else None
         snaps: list[ClockSnapshot] = []
-        collected: list[tuple[int, float | None]] = []
+        collected: list[float | None] = []  # SM clock of each batch, in order
         pending: list[Any] = []
         last_snapshot = [time.perf_counter()]
 
@@ -209,7 +213,7 @@ class _CudaTimerBase:
             times = [start.elapsed_time(end) / calls for start, end in pairs]
             if slot is not None:
                 mhz = probe.read([slot])[0]
-            collected.append((len(times), mhz))
+            collected.append(mhz)
             pending.append(new)
             now = time.perf_counter()
             if nvml is not None and now - last_snapshot[0] > 0.5 and len(snaps) < 64:
@@ -220,7 +224,7 @@ class _CudaTimerBase:
             return times
 
         def in_cycles(batch: list[float]) -> float:
-            mhz = collected[-1][1] if collected else None
+            mhz = collected[-1] if collected else None
             return stats.median(batch) * (mhz if mhz and math.isfinite(mhz) else 1.0)
 
         result = run_engine(run_batch, cost_s, policy, settle_value=in_cycles)
@@ -229,8 +233,8 @@ class _CudaTimerBase:
         after = nvml.snapshot() if nvml else None
         sampled = collected[len(collected) - len(result.batch_sizes):]
         clocks: tuple[float, ...] = ()
-        if sampled and all(m is not None and math.isfinite(m) for _, m in sampled):
-            clocks = tuple(float(m) for n, m in sampled for _ in range(n))
+        if sampled and all(m is not None and math.isfinite(m) for m in sampled):
+            clocks = tuple(float(m) for n, m in zip(result.batch_sizes, sampled, strict=True) for _ in range(n))
         return self._finish(name, result, calls, policy, clocks, before, snaps, after,
                             clock_source=clock_source if clocks else "SM clock not read: " + clock_source, **kw)
 
@@ -242,7 +246,7 @@ class _CudaTimerBase:
         noise = list(_precision_noise(result, policy))
         hard = sorted(set(reasons_seen) & HARD_SLOWDOWNS)
         if hard:  # the softer sw_thermal_slowdown is judged on its effect, in choose_normalization
-            noise.append("throttled: " + ", ".join(hard))
+            noise.append(_throttled(hard))
         others = max((s.other_processes for s in snaps), default=0)
         if others:
             noise.append(f"{others} other process(es) used the GPU during the measurement")
@@ -390,6 +394,14 @@ def make_timer(name: str, *, gpu_available: bool, l2_flush: bool = False,
     return WallTimer(annotate=annotate)
 
 
+def measure_compared(timer: Any, fn: Callable[[], Any], policy: SamplingPolicy, fingerprint: Fingerprint, *,
+                     bytes_moved: int | None = None) -> Measurement:
+    """Measure ``fn`` with ``timer``, then choose how it is compared on this card (see choose_normalization)."""
+    return choose_normalization(timer.measure(fn, policy), policy, bytes_moved=bytes_moved,
+                                peak_bandwidth_gbps=fingerprint.peak_memory_bandwidth_gbps,
+                                reference_sm_clock_mhz=fingerprint.max_sm_clock_mhz)
+
+
 CLOCK_EFFECT_LIMIT = 0.01  # compared times may follow a moving SM clock by at most this much (and t < 3)
 
 
@@ -413,7 +425,7 @@ def choose_normalization(measurement: Measurement, policy: SamplingPolicy, *, by
     if not measurement.sample_sm_clock_mhz or not reference_sm_clock_mhz:
         return _judge_clock(keep("SM clock not readable through NVML"))
     if policy.normalize == "auto" and bytes_moved and peak_bandwidth_gbps:
-        achieved = bytes_moved / (measurement.median_ms * 1e-3) / 1e9
+        achieved = gbps(bytes_moved, measurement.median_ms)
         if achieved >= 0.5 * peak_bandwidth_gbps:
             return _judge_clock(keep(f"memory-bound ({achieved:.0f} GB/s, {achieved / peak_bandwidth_gbps:.0%} of "
                                      "peak): the SM clock does not set its speed"))
@@ -421,6 +433,10 @@ def choose_normalization(measurement: Measurement, policy: SamplingPolicy, *, by
         measurement, normalization="sm_clock", reference_sm_clock_mhz=reference_sm_clock_mhz,
         normalization_reason=f"compared at {reference_sm_clock_mhz:.0f} MHz (the card's max SM clock): "
         "time x measured clock / reference"))
+
+
+def _throttled(reasons: list[str]) -> str:
+    return "throttled: " + ", ".join(reasons)
 
 
 def _judge_clock(m: Measurement) -> Measurement:
@@ -433,10 +449,10 @@ def _judge_clock(m: Measurement) -> Measurement:
     checked against the clock: NOISY when they followed it by more than ``CLOCK_EFFECT_LIMIT`` (t >= 3).
     """
     clocks = m.sample_sm_clock_mhz
-    soft = sorted(set(m.throttle_reasons) & (DISTURBING_REASONS - HARD_SLOWDOWNS))
+    soft = sorted(set(m.throttle_reasons) & SOFT_SLOWDOWNS)
     if not clocks:
         if soft:  # no per-batch clock to tell its effect: cannot vouch for the times
-            return replace(m, noise_reasons=(*m.noise_reasons, "throttled: " + ", ".join(soft)))
+            return replace(m, noise_reasons=(*m.noise_reasons, _throttled(soft)))
         return m
     lo, hi = min(clocks), max(clocks)
     if hi <= 1.02 * lo and not soft:

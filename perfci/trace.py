@@ -37,6 +37,7 @@ from perfci.tracetable import (
     sync_hits,
     user_frame,
 )
+from perfci.units import format_bytes
 
 __all__ = [
     "Culprit",
@@ -168,8 +169,6 @@ class KernelProfile:
                 notes=tuple(str(n) for n in data.get("notes", ())),
                 sdpa_culprit=_culprit_from(data.get("sdpa_at")),
             )
-        except BadInputError:
-            raise
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BadInputError(f"malformed stored profile: {type(exc).__name__}: {exc}") from None
 
@@ -389,29 +388,20 @@ def _with_notes(profile: KernelProfile, notes: tuple[str, ...]) -> KernelProfile
 # --- terminal output --------------------------------------------------------------------------
 
 
-def _human_bytes(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"  # pragma: no cover
-
-
 def format_profile_table(profile: KernelProfile, *, name_width: int = 48) -> str:
     """A fixed-width table for the terminal: category, name, count, time, bytes, culprit."""
     if not profile.ok:
         return f"profile missing: {profile.missing_reason}"
     head = (f"level={profile.level} device={profile.device or '?'} calls={profile.calls_profiled} "
             f"launches/call={profile.launches_per_call:g} sdpa={profile.sdpa_backend or '-'} "
-            f"copy bytes/call={_human_bytes(profile.copy_bytes_per_call)} "
-            f"peak mem={'-' if profile.peak_memory_bytes is None else _human_bytes(profile.peak_memory_bytes)}")
+            f"copy bytes/call={format_bytes(profile.copy_bytes_per_call)} "
+            f"peak mem={'-' if profile.peak_memory_bytes is None else format_bytes(profile.peak_memory_bytes)}")
     lines = [head, f"{'category':<20} {'name':<{name_width}} {'n/call':>7} {'us/call':>9} {'bytes/call':>11}  culprit"]
     for k in profile.kernels:
         category = f"{k.category}/{k.kind}" if k.kind else k.category
         name = k.name if len(k.name) <= name_width else k.name[: name_width - 1] + "…"
         lines.append(f"{category:<20} {name:<{name_width}} {k.count_per_call:>7g} {k.time_us_per_call:>9.1f} "
-                     f"{_human_bytes(k.bytes_per_call) if k.bytes_per_call else '-':>11}  {k.culprit or '-'}")
+                     f"{format_bytes(k.bytes_per_call) if k.bytes_per_call else '-':>11}  {k.culprit or '-'}")
     for s in profile.syncs:
         lines.append(f"{'sync/' + s.kind:<20} {'(host waits for device)':<{name_width}} {s.count_per_call:>7g} "
                      f"{'':>9} {'':>11}  {s.culprit or '-'}")

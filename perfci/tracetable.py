@@ -54,9 +54,10 @@ _SKIP_PACKAGES = frozenset(
 
 def _skip_roots() -> tuple[str, ...]:
     roots = {os.path.dirname(os.path.abspath(__file__))}
+    paths = sysconfig.get_paths()
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
         with contextlib.suppress(KeyError):
-            roots.add(os.path.abspath(sysconfig.get_paths()[key]))
+            roots.add(os.path.abspath(paths[key]))
     for module in ("torch", "pytest", "_pytest", "pluggy", "triton"):
         mod = sys.modules.get(module)
         if mod is not None and getattr(mod, "__file__", None):

@@ -27,14 +27,16 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from perfci.baseline import write_atomic  # noqa: E402  (after the path insert; imports no torch)
 
 # planted work: n back-to-back 2048^3 bf16 GEMMs; one more GEMM is exactly 1/n more work
 SIZES = {"base": 66, "+1.5%": 67, "+3%": 68, "+6%": 70}
@@ -45,7 +47,7 @@ def gemm_worker(args: argparse.Namespace) -> None:
 
     from perfci.fingerprint import detect
     from perfci.measurement import SamplingPolicy
-    from perfci.timing import GraphTimer, choose_normalization
+    from perfci.timing import GraphTimer, measure_compared
 
     fp = detect()
     policy = SamplingPolicy(max_time_s=args.max_time, min_time_s=min(args.min_time, args.max_time))
@@ -57,22 +59,13 @@ def gemm_worker(args: argparse.Namespace) -> None:
         for _ in range(n):
             torch.matmul(a, b, out=c)
 
-    m = GraphTimer().measure(work, policy)
-    m = choose_normalization(m, policy, bytes_moved=None, peak_bandwidth_gbps=fp.peak_memory_bandwidth_gbps,
-                             reference_sm_clock_mhz=fp.max_sm_clock_mhz)
+    m = measure_compared(GraphTimer(), work, policy, fp)
     doc = {"gpu": fp.name, "slug": fp.slug, "fingerprint": fp.machine_info(), "label": args.label, "gemms": n,
            "samples_ms": list(m.samples_ms), "sm_clock_mhz": list(m.sample_sm_clock_mhz),
            "gated_ms": list(m.gated_samples_ms), "median_ms": m.median_ms, "gated_median_ms": m.gated_median_ms,
            "clock_mhz": m.median_sm_clock_mhz, "noisy": m.noisy, "noise": list(m.noise_reasons),
            "normalization": m.normalization, "reference_sm_clock_mhz": m.reference_sm_clock_mhz}
-    _write_json(Path(args.output), doc)
-
-
-def _write_json(path: Path, doc: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc))
-    os.replace(tmp, path)
+    write_atomic(Path(args.output), doc)
 
 
 def median5_fails(base_ms: float, new_ms: float) -> bool:
@@ -115,23 +108,15 @@ def collect(args: argparse.Namespace) -> None:
 
 # -- analysis (anywhere) ----------------------------------------------------------------------------
 
-def _planted_sample(doc: dict, gated: bool = True):
+def _samples(docs: list[dict], key: str) -> list:
+    """One comparison side per process document: its gated (key="gated_ms") or raw samples."""
     from perfci.compare import Sample
 
-    return Sample(tuple(doc["gated_ms" if gated else "samples_ms"]), doc["noisy"], tuple(doc["noise"]))
-
-
-def _five_run_base(docs: list[dict], gated: bool = True):
-    from perfci.compare import Sample
-    from perfci.stats import median
-
-    key = "gated_ms" if gated else "samples_ms"
-    return Sample(tuple(docs[0][key]), any(d["noisy"] for d in docs[:1]), tuple(docs[0]["noise"]),
-                  run_medians_ms=tuple(median(d[key]) for d in docs))
+    return [Sample(tuple(d[key]), d["noisy"], tuple(d["noise"])) for d in docs]
 
 
 def analyse_planted(root: Path) -> dict:
-    from perfci.compare import Verdict, compare_samples
+    from perfci.compare import compare_samples
     from perfci.stats import median
 
     runs: dict[str, list[dict]] = {label: [] for label in SIZES}
@@ -141,6 +126,12 @@ def analyse_planted(root: Path) -> dict:
     bases = runs["base"]
     if len(bases) < 2:
         return {}
+    base_sides = {key: _samples(bases, key) for key in ("gated_ms", "samples_ms")}
+    # five-run baselines, as `perfci baseline update --from r1 .. r5` stores them: every 5-subset of the
+    # base processes (the first one's samples, the five gated medians), judged against every other process
+    five_run = [(set(subset), replace(base_sides["gated_ms"][subset[0]],
+                                      run_medians_ms=tuple(bases[i]["gated_median_ms"] for i in subset)))
+                for subset in itertools.combinations(range(len(bases)), 5)] if len(bases) >= 6 else []
     table: dict[str, dict] = {}
     for label, variants in runs.items():
         if not variants:
@@ -154,46 +145,42 @@ def analyse_planted(root: Path) -> dict:
                      "noisy_runs": sum(d["noisy"] for d in variants)}
         pairs = [(i, j) for i in range(len(bases)) for j in range(len(variants))
                  if not (label == "base" and i == j)]
-        for mode, gated in (("perfci", True), ("perfci_raw", False)):
-            verdicts = [compare_samples(label, _planted_sample(bases[i], gated), _planted_sample(variants[j], gated))
-                        .verdict for i, j in pairs]
-            row[mode] = {"pairs": len(pairs), "slower": verdicts.count(Verdict.SLOWER),
-                         "noisy": verdicts.count(Verdict.NOISY), "faster": verdicts.count(Verdict.FASTER)}
+        new_sides = {key: _samples(variants, key) for key in base_sides}
+        for mode, key in (("perfci", "gated_ms"), ("perfci_raw", "samples_ms")):
+            verdicts = [compare_samples(label, base_sides[key][i], new_sides[key][j]).verdict for i, j in pairs]
+            row[mode] = _counts(verdicts, len(pairs))
         row["median5"] = {"pairs": len(pairs), "slower": sum(
             median5_fails(bases[i]["median_ms"], variants[j]["median_ms"]) for i, j in pairs)}
-        # five-run baselines: every 5-subset of the base processes, against every other process
-        if len(bases) >= 6:
-            verdicts = []
-            for subset in itertools.combinations(range(len(bases)), 5):
-                base = _five_run_base([bases[i] for i in subset])
-                for j, doc in enumerate(variants):
-                    if label == "base" and j in subset:
-                        continue
-                    verdicts.append(compare_samples(label, base, _planted_sample(doc)).verdict)
-            row["perfci_5run"] = {"pairs": len(verdicts), "slower": verdicts.count(Verdict.SLOWER),
-                                  "noisy": verdicts.count(Verdict.NOISY), "faster": verdicts.count(Verdict.FASTER)}
+        if five_run:
+            verdicts = [compare_samples(label, base, new).verdict for subset, base in five_run
+                        for j, new in enumerate(new_sides["gated_ms"]) if not (label == "base" and j in subset)]
+            row["perfci_5run"] = _counts(verdicts, len(verdicts))
         table[label] = row
     return {"gpu": bases[0]["gpu"], "fingerprint": bases[0].get("fingerprint"), "sizes": table}
+
+
+def _counts(verdicts: list, pairs: int) -> dict:
+    from perfci.compare import Verdict
+
+    return {"pairs": pairs, "slower": verdicts.count(Verdict.SLOWER), "noisy": verdicts.count(Verdict.NOISY),
+            "faster": verdicts.count(Verdict.FASTER)}
 
 
 def analyse_suite(root: Path) -> dict:
     from perfci.baseline import make_baseline
     from perfci.compare import Verdict
     from perfci.gate import judge_files
-    from perfci.results import load_results
+    from perfci.results import load_results, parse_results
 
     files = sorted((root / "suite").glob("run*.json"), key=lambda p: int(p.stem[3:]))
     runs = [load_results(p) for p in files]
     if len(runs) < 2:
         return {}
     alarms, median5, noisy, compared, per_run, reasons = [], [], 0, 0, [], []
-    scratch = root / "aa_baselines"
-    scratch.mkdir(exist_ok=True)
     for i, new in enumerate(runs):
         others = [r for j, r in enumerate(runs) if j != i]
-        path = scratch / f"baseline_without_{i}.json"
-        _write_json(path, make_baseline(others, gpu=new.gpu or "", force=True))
-        base = load_results(path)
+        base = parse_results(make_baseline(others, gpu=new.gpu or "", force=True),
+                             root / f"baseline_without_{i}.json", "baseline")
         verdict = judge_files(new, base)
         run_alarms = 0
         for o in verdict.outcomes:
@@ -287,7 +274,7 @@ def main() -> int:
         print(f"bench-detect: nothing to analyse under {root} (need >= 2 base processes or suite runs)",
               file=sys.stderr)
         return 2
-    _write_json(Path(args.out) if args.out else root / "summary.json", result)
+    write_atomic(Path(args.out) if args.out else root / "summary.json", result)
     print_report(result)
     return 0
 

@@ -91,7 +91,7 @@ def worker(args: argparse.Namespace) -> None:
 
     from perfci.fingerprint import detect
     from perfci.measurement import SamplingPolicy
-    from perfci.timing import GraphTimer, choose_normalization
+    from perfci.timing import GraphTimer, measure_compared
 
     fp = detect()
     out: dict = {"pid": os.getpid(), "gpu": fp.name, "kernels": {}}
@@ -100,10 +100,7 @@ def worker(args: argparse.Namespace) -> None:
         fn, work = make_kernel(name)
         row: dict = {}
         t0 = time.perf_counter()
-        m = GraphTimer().measure(fn, policy)
-        m = choose_normalization(m, policy, bytes_moved=work.get("bytes"),
-                                 peak_bandwidth_gbps=fp.peak_memory_bandwidth_gbps,
-                                 reference_sm_clock_mhz=fp.max_sm_clock_mhz)
+        m = measure_compared(GraphTimer(), fn, policy, fp, bytes_moved=work.get("bytes"))
         row["perfci_s"] = time.perf_counter() - t0
         row["perfci"] = m.gated_median_ms
         row["perfci_raw"] = m.median_ms

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import sys
 from pathlib import Path
@@ -27,6 +26,7 @@ def main() -> int:
     import torch
     import torch.nn.functional as F
 
+    from perfci import stats
     from perfci.clockprobe import ClockProbe
     from perfci.fingerprint import detect
     from perfci.nvml import Nvml
@@ -71,11 +71,8 @@ def main() -> int:
             times = [s.elapsed_time(e) for s, e in pairs]
             clocks = probe.read(slots)
             cycles = [t * m for t, m in zip(times, clocks, strict=True)]
-            lx = [math.log(m) for m in clocks]
-            ly = [math.log(t) for t in times]
-            mx, my = statistics.fmean(lx), statistics.fmean(ly)
-            sxx = sum((u - mx) ** 2 for u in lx)
-            slope = sum((u - mx) * (w - my) for u, w in zip(lx, ly, strict=True)) / sxx if sxx else float("nan")
+            fit = stats.loglog_fit(clocks, times)
+            slope = fit[0] if fit else float("nan")
             row = {"workload": name, "spin_cycles": spin, "batch_ms": statistics.median(times),
                    "cv_time": statistics.stdev(times) / statistics.fmean(times),
                    "cv_time_x_clock": statistics.stdev(cycles) / statistics.fmean(cycles),
