@@ -323,7 +323,8 @@ def best_rows(rows: list[dict]) -> list[str]:
             best[key] = r
     out = []
     for (sec, case), r in best.items():
-        rate = f"{r['gbps']:.0f} GB/s" if "gbps" in r else f"{r['tflops']:.0f} TFLOPS"
+        # decode is memory-bound (GB/s); attention and matmul are judged by TFLOPS
+        rate = f"{r['gbps']:.0f} GB/s" if sec == "dec" and "gbps" in r else f"{r['tflops']:.0f} TFLOPS"
         out.append(f"BEST {sec} {','.join(case)} {r['ms']:.4f} ms {rate} err={r['rel_err']:.1e} {r['params']}")
     return out
 

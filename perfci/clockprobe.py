@@ -52,6 +52,9 @@ class ClockProbe:
         self._slots = slots
         self._spin = int(spin_cycles)
         self._buf = torch.zeros(2 * slots, dtype=torch.int64, device=device)
+        # each probe's result is copied to pinned host memory right behind it on the stream, so reading
+        # it later is a host read: no GPU work queued behind the next batch, no stall of the pipeline
+        self._host = torch.zeros(2 * slots, dtype=torch.int64, pin_memory=True)
         self._next = 0
         # compile and check once, now
         slot = self.enqueue()
@@ -64,11 +67,12 @@ class ClockProbe:
         slot = self._next % self._slots
         self._next += 1
         _kernel[(1,)](self._buf, slot, SPIN=self._spin, num_warps=1)
+        self._host[2 * slot : 2 * slot + 2].copy_(self._buf[2 * slot : 2 * slot + 2], non_blocking=True)
         return slot
 
     def read(self, slots: list[int]) -> list[float]:
-        """MHz for each slot (call after the stream passed them, e.g. after an event sync)."""
-        pairs = self._buf.view(-1, 2)[slots].tolist()
+        """MHz for each slot (call after the stream passed them, e.g. after an event sync): a host read."""
+        pairs = self._host.view(-1, 2)[slots].tolist()
         return [cycles / ns * 1e3 if ns > 0 else float("nan") for cycles, ns in pairs]
 
 

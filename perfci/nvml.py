@@ -72,14 +72,21 @@ class Nvml:
             import torch
 
             pynvml.nvmlInit()
-            bus_id = getattr(torch.cuda.get_device_properties(index), "pci_bus_id", None)
-            if bus_id:
-                handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id.encode())
-            else:
-                handle = pynvml.nvmlDeviceGetHandleByIndex(_nvml_index(index))
-            return cls(pynvml, handle)
+            props = torch.cuda.get_device_properties(index)
         except Exception:
             return None
+        # the same physical GPU as torch's device, whatever CUDA_VISIBLE_DEVICES renumbered: by UUID, else
+        # by PCI address, else by the visible-devices index
+        lookups = [(pynvml.nvmlDeviceGetHandleByUUID, key) for key in _uuid_keys(props)]
+        if pci := _pci_address(props):
+            lookups.append((pynvml.nvmlDeviceGetHandleByPciBusId, pci))
+        lookups.append((pynvml.nvmlDeviceGetHandleByIndex, _nvml_index(index)))
+        for lookup, key in lookups:
+            try:
+                return cls(pynvml, lookup(key))
+            except Exception:
+                continue
+        return None
 
     def _try(self, fn: str, *args: Any) -> Any:
         try:
@@ -131,6 +138,23 @@ class Nvml:
             throttle_reasons=decode_reasons(int(mask)),
             other_processes=others,
         )
+
+
+def _uuid_keys(props: Any) -> list[str]:
+    """NVML's spelling of torch's device UUID ("GPU-" + the UUID; MIG devices carry their own prefix)."""
+    uuid = str(getattr(props, "uuid", "") or "")
+    if not uuid:
+        return []
+    return [uuid] if uuid.startswith(("GPU-", "MIG-")) else [f"GPU-{uuid}", uuid]
+
+
+def _pci_address(props: Any) -> str | None:
+    """The "domain:bus:device.0" address NVML looks GPUs up by (torch gives the three numbers)."""
+    try:
+        domain, bus, device = (int(getattr(props, f"pci_{k}_id")) for k in ("domain", "bus", "device"))
+    except (AttributeError, TypeError, ValueError):
+        return None
+    return f"{domain:08x}:{bus:02x}:{device:02x}.0"
 
 
 def _nvml_index(torch_index: int) -> int:

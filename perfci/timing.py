@@ -94,7 +94,8 @@ def run_engine(run_batch: BatchRunner, sample_cost_s: float, policy: SamplingPol
     t_start = clock()
     rel_ci = math.inf
     while True:
-        batch = run_batch(min(per_batch, policy.max_samples - len(samples)))
+        # a pipelined timer returns the batch it queued earlier, which may be larger than asked for here
+        batch = run_batch(min(per_batch, policy.max_samples - len(samples)))[: policy.max_samples - len(samples)]
         samples.extend(batch)
         sizes.append(len(batch))
         elapsed = clock() - t_start

@@ -91,6 +91,25 @@ def test_max_samples_caps_sampling():
     assert len(result.samples_ms) == 50
 
 
+def test_max_samples_holds_for_a_pipelined_runner_that_returns_the_batch_queued_before():
+    """The CUDA timers queue batch i+1 before reading batch i, so a read batch has the earlier size."""
+    clock = FakeClock()
+    rng = random.Random(5)
+    inner = fake_batches(clock, (rng.uniform(1, 2) for _ in itertools.count()))
+    queued: list[int] = []
+
+    def pipelined(k: int) -> list[float]:
+        queued.append(k)
+        return inner(queued[-2] if len(queued) > 1 else k)
+
+    policy = SamplingPolicy(warmup_min_s=0.0, min_time_s=0.0, max_time_s=100.0, min_samples=5, max_samples=50,
+                            target_rel_ci=1e-9, batch_time_s=0.012)
+    result = run_engine(pipelined, 1e-3, policy, clock)
+    assert result.stop_reason == "max_samples"
+    assert len(result.samples_ms) == 50 == sum(result.batch_sizes)
+    assert max(queued[1:]) > min(queued[1:])  # the last batch asked for fewer than the one read
+
+
 def test_wall_timer_measures_real_sleep_and_is_labelled():
     import time
 
