@@ -54,7 +54,7 @@ bench-all: install
 	$(BIN)/perfci run --report-dir reports/all tests/perf $(BENCH_ARGS)
 
 report: install
-	$(BIN)/perfci report $$(ls -tr .perfci/results/*.json | tail -2) -o $(REPORT_DIR)
+	$(BIN)/perfci report $$(ls -tr .perfci/results/*_run.json | tail -2) -o $(REPORT_DIR)
 
 lint: install
 	@if $(PY) -m ruff --version >/dev/null 2>&1; then $(PY) -m ruff check perfci kernels tests scripts; \

@@ -12,6 +12,7 @@ from typing import Any
 from perfci.baseline import load_or_empty
 from perfci.errors import BadInputError
 from perfci.fingerprint import Fingerprint
+from perfci.results import load_results
 from perfci.session import PerfSession
 from perfci.settings import PerfSettings
 
@@ -56,7 +57,9 @@ def refuse_foreign_gpu(machine_info: dict[str, Any], compared: dict[str, Any]) -
 
 def make_session(getoption: Callable[[str], Any], fingerprint: Fingerprint) -> PerfSession:
     settings = PerfSettings.from_pytest_options(getoption)
-    session = PerfSession(fingerprint=fingerprint, settings=settings)
+    pool_with = getoption("perfci_pool_with")
+    session = PerfSession(fingerprint=fingerprint, settings=settings, provisional=bool(getoption("perfci_provisional")),
+                          pool_with=load_results(Path(pool_with), "first-pass result file") if pool_with else None)
     root = getoption("perfci_baselines")
     if root:
         session.set_baseline(*load_or_empty(Path(root), fingerprint.slug))

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from perfci import __version__
+from perfci.baseline import GPU_BASELINE_RUNS
 from perfci.errors import EXIT_USAGE, PerfCIError, UsageError
 
 EPILOG = "exit codes: 0 no regression, 1 regression, 2 usage or bad input, 3 infrastructure (GPU/tool missing)"
@@ -34,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--require-baseline", action="store_true",
                      help="exit 2 when this GPU has no baseline (default: every benchmark is NEW)")
     run.add_argument("--no-compare", action="store_true", help="measure only; no baseline comparison")
+    run.add_argument("--no-confirm", action="store_true",
+                     help="fail a timing SLOWER from this one pass; by default a SLOWER is re-measured once in a "
+                     "fresh process and fails only if the two runs pooled still read SLOWER")
 
     prof = sub.add_parser("profile", help="run benchmarks under a profiler and print per-benchmark kernel tables",
                           description="Run selected benchmarks under torch.profiler (--torch), Nsight Systems "
@@ -53,7 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     upd.add_argument("--baselines", type=Path, default=Path("baselines"))
     upd.add_argument("--from", dest="sources", type=Path, nargs="+", default=None, metavar="RESULTS",
                      help="result files to use instead of running the suite")
-    upd.add_argument("--runs", type=int, default=1, help="fresh-process runs of the suite (default 1)")
+    upd.add_argument("--runs", type=int, default=None,
+                     help=f"fresh-process runs of the suite (default {GPU_BASELINE_RUNS} on a GPU: their spread is "
+                     "each benchmark's noise floor and their mean its level; 1 in CPU mode)")
     upd.add_argument("--force", action="store_true", help="accept NOISY measurements")
     upd.add_argument("--results-dir", type=Path, default=Path(".perfci/results"))
     show = bsub.add_parser("show", help="print a GPU's baseline (default: this GPU's)", epilog=EPILOG)

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
+from dataclasses import replace
+from pathlib import Path
 
 from perfci.baseline import (
+    GPU_BASELINE_RUNS,
     available,
     baseline_path,
     describe_available,
@@ -17,12 +21,22 @@ from perfci.baseline import (
     make_baseline,
     write_atomic,
 )
+from perfci.confirm import annotate, merge, to_confirm
 from perfci.errors import EXIT_OK, EXIT_REGRESSION, BadInputError, InfrastructureError, UsageError
 from perfci.fingerprint import Fingerprint, detect
 from perfci.gate import RunVerdict, judge_files
-from perfci.report import headline, terminal_table, write_report
+from perfci.report import github_outputs, headline, in_github_actions, terminal_table, write_report
 from perfci.results import ResultFile, load_results
-from perfci.runner import PYTEST_FAILED, PYTEST_NO_TESTS, PYTEST_OK, pytest_exit_to_perfci, results_path, run_suite
+from perfci.runner import (
+    PYTEST_FAILED,
+    PYTEST_INTERNAL,
+    PYTEST_INTERRUPTED,
+    PYTEST_NO_TESTS,
+    PYTEST_OK,
+    pytest_exit_to_perfci,
+    results_path,
+    run_suite,
+)
 
 
 def dispatch(args: argparse.Namespace, rest: list[str]) -> int:
@@ -64,7 +78,9 @@ def cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
                                 hint=describe_available(baselines) + "; write one with `perfci baseline update`")
         baseline, note = load_or_empty(baselines, fp.slug)  # bad files fail here, before the long run
         print(f"perfci: {note}")
-    suite = run_suite(rest, out=results_path(args.results_dir), baselines=baselines)
+    confirming = baselines is not None and not args.no_confirm
+    suite = run_suite(rest, out=results_path(args.results_dir), baselines=baselines,
+                      extra=["--perfci-provisional"] if confirming else None)
     settled = pytest_exit_to_perfci(suite.pytest_exit)
     if settled is not None:
         print(f"perfci: pytest exited {suite.pytest_exit}: "
@@ -75,18 +91,59 @@ def cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
         raise InfrastructureError(f"pytest wrote no result file ({suite.results_path})")
     new = load_results(suite.results_path)
     verdict = judge_files(new, baseline)
+    if confirming and to_confirm(verdict):
+        new, verdict = _confirm(rest, new, verdict, baseline, baselines)
     paths = write_report([r for r in (baseline, new) if r is not None and r.benchmarks], verdict, args.report_dir,
                          f"perfci run on {fp.name}")
     # pytest already printed the per-benchmark table; here the verdict from the files, and the evidence
     print(headline(verdict, fp))
     for outcome in verdict.regressions:
         print(outcome.evidence())
-    print(f"perfci: results {suite.results_path}; report {', '.join(str(p) for p in paths)}")
+    print(f"perfci: results {new.path}; report {', '.join(str(p) for p in paths)}")
+    if confirming and in_github_actions():  # the passes left these to the final verdict
+        github_outputs(verdict, fp, Path.cwd())
     if suite.pytest_exit == PYTEST_FAILED and not verdict.regressions:
         print("perfci: some tests failed or errored for reasons other than a perf regression (see above)",
               file=sys.stderr)
         return EXIT_REGRESSION
     return verdict.exit_code
+
+
+def _confirm(rest: list[str], first: ResultFile, first_verdict: RunVerdict, baseline: ResultFile | None,
+             baselines: Path) -> tuple[ResultFile, RunVerdict]:
+    """Re-measure the first pass's timing SLOWERs in a fresh process; the run's result pools the two.
+
+    Files: the first pass moves to ``*_first.json``, the second pass is ``*_confirm.json``, and the
+    merged result (what the verdict is taken on) takes the run's name ``*_run.json``.
+    """
+    names = to_confirm(first_verdict)
+    run_path = first.path
+    stem = run_path.stem.removesuffix("_run")
+    first_path, second_path = run_path.with_name(f"{stem}_first.json"), run_path.with_name(f"{stem}_confirm.json")
+    os.replace(run_path, first_path)
+    first = replace(first, path=first_path)
+    print(f"perfci: {len(names)} benchmark(s) read SLOWER in this pass; re-measuring them in a fresh process "
+          "before failing (perfci run --no-confirm skips this):", flush=True)
+    for name in names:
+        print(f"  {name}", flush=True)
+    second = run_suite(rest, out=second_path, baselines=baselines,
+                       extra=[f"--perfci-pool-with={first_path}", *(f"--perfci-select={n}" for n in names)])
+    if second.pytest_exit in (PYTEST_INTERRUPTED, PYTEST_INTERNAL):
+        raise InfrastructureError(f"the confirmation pass was interrupted (pytest exit {second.pytest_exit})",
+                                  hint=f"the first pass is kept in {first_path}")
+    if second_path.exists():
+        merged, unconfirmed = merge(first, load_results(second_path), names)
+    else:
+        print(f"perfci: the confirmation pass wrote no result file (pytest exit {second.pytest_exit}): "
+              "the first-pass verdicts stand", file=sys.stderr)
+        merged, unconfirmed = first, names
+    write_atomic(run_path, merged.raw)
+    merged = replace(merged, path=run_path)
+    verdict = annotate(judge_files(merged, baseline), first_verdict, unconfirmed)
+    for outcome in verdict.outcomes:
+        if outcome.name in names:
+            print(f"perfci: {outcome.name}: {outcome.notes[-1]}")
+    return merged, verdict
 
 
 def cmd_profile(args: argparse.Namespace, rest: list[str]) -> int:
@@ -125,6 +182,8 @@ def _profile_torch(args: argparse.Namespace, pytest_args: list[str]) -> int:
 def cmd_baseline_update(args: argparse.Namespace, rest: list[str]) -> int:
     fp = detect()
     print(_mode_line(fp), flush=True)
+    if args.runs is None:
+        args.runs = GPU_BASELINE_RUNS if fp.gpu_available and not args.sources else 1
     if args.runs < 1:
         raise UsageError(f"--runs must be at least 1, got {args.runs}")
     if args.sources:

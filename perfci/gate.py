@@ -30,6 +30,7 @@ class BenchmarkOutcome:
     findings: tuple[Finding, ...]
     noise_reasons: tuple[str, ...] = ()
     drift: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # e.g. what a confirmation pass read (perfci.confirm)
 
     @property
     def device_time(self) -> bool:
@@ -77,6 +78,8 @@ class BenchmarkOutcome:
             lines.append(f"  structure [{mark}] {f.rule}: {f.message}")
         for reason in self.noise_reasons:
             lines.append(f"  noise: {reason}")
+        for note in self.notes:
+            lines.append(f"  {note}")
         if self.drift:
             lines.append("  environment drift vs baseline: " + "; ".join(self.drift))
         return "\n".join(lines)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="also write each benchmark's Chrome/Perfetto trace here")
     group.addoption("--perfci-baselines", default=None, metavar="DIR",
                     help="compare with DIR/<gpu>/ and fail the tests that regressed")
+    group.addoption("--perfci-provisional", action="store_true",
+                    help="first pass of `perfci run`: a timing-only SLOWER is reported, not failed (perfci run "
+                    "re-measures it in a fresh process), and GitHub outputs are left to perfci run")
+    group.addoption("--perfci-pool-with", default=None, metavar="RESULTS",
+                    help="confirmation pass of `perfci run`: judge each benchmark on this run pooled with its "
+                    "entry in RESULTS (an earlier fresh-process run); GitHub outputs are left to perfci run")
+    group.addoption("--perfci-select", action="append", default=[], metavar="NODEID",
+                    help="run only this benchmark (repeatable; perfci run's confirmation pass)")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -82,6 +89,10 @@ def pytest_benchmark_compare_machine_info(config: pytest.Config, benchmarksessio
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from perfci.fixture import DeviceClock
 
+    only = set(config.getoption("perfci_select") or ())
+    if only:
+        config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in only])
+        items[:] = [item for item in items if item.nodeid in only]
     config.stash[_SELECTED] = {item.nodeid for item in items}
     for item in items:
         if "perf" in getattr(item, "fixturenames", ()):
@@ -114,7 +125,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    from perfci.report import github_outputs, terminal_table
+    from perfci.report import github_outputs, in_github_actions, terminal_table
 
     session = config.stash.get(_SESSION, None)
     if session is None or not session.outcomes:
@@ -122,5 +133,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     verdict = session.verdict(config.stash.get(_SELECTED, set()))
     terminalreporter.write_sep("=", "perfci")
     terminalreporter.write_line(terminal_table(verdict, session.fingerprint, session.baseline_note))
-    if os.environ.get("GITHUB_ACTIONS") == "true" or os.environ.get("GITHUB_STEP_SUMMARY"):
+    deferred = session.deferred()
+    if deferred:
+        terminalreporter.write_line(
+            f"perfci: {len(deferred)} SLOWER timing verdict(s) of this pass are provisional (their tests passed): "
+            "perfci run re-measures them in a fresh process and fails those the two runs pooled confirm")
+    if in_github_actions() and not (session.provisional or session.pool_with is not None):
         github_outputs(verdict, session.fingerprint, Path.cwd())

@@ -120,6 +120,10 @@ def _gh(text: str) -> str:
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
+def in_github_actions() -> bool:
+    return os.environ.get("GITHUB_ACTIONS") == "true" or bool(os.environ.get("GITHUB_STEP_SUMMARY"))
+
+
 def github_outputs(verdict: RunVerdict, fingerprint: Fingerprint, root: Path) -> None:
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:

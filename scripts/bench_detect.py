@@ -16,6 +16,10 @@ different processes that time the same benchmark at the same point of their run.
    processes. Each run is judged against a baseline made from the other runs (as `perfci baseline
    update` makes it): every SLOWER is a false alarm. median:5% is applied to the same pairs.
 
+Both are also judged as `perfci run` judges them: a SLOWER is re-measured by another fresh process
+of the same job (another planted process of that size; another suite run, with the baseline made
+from the remaining runs) and decided on the two pooled (``perfci.confirm``).
+
 Collection needs a CUDA GPU (exit 3 without one) and writes one JSON file per process under
 --dir; analysis reads them back and runs anywhere (``--analyse-only``). Collection skips jobs whose
 file exists and stops starting jobs after --time-budget seconds, so a long experiment can be
@@ -155,8 +159,35 @@ def analyse_planted(root: Path) -> dict:
             verdicts = [compare_samples(label, base, new).verdict for subset, base in five_run
                         for j, new in enumerate(new_sides["gated_ms"]) if not (label == "base" and j in subset)]
             row["perfci_5run"] = _counts(verdicts, len(verdicts))
+        # perfci run's confirmation: a SLOWER (base, process j) is re-measured by another process k of the
+        # same size, and judged on j and k pooled; one trial per (baseline, j, k)
+        one_run = [({i}, base_sides["gated_ms"][i]) for i in range(len(bases))]
+        for mode, baselines in (("perfci_confirmed", one_run), ("perfci_5run_confirmed", five_run)):
+            if baselines:
+                row[mode] = _confirmed(label, baselines, variants, new_sides["gated_ms"], label == "base")
         table[label] = row
     return {"gpu": bases[0]["gpu"], "fingerprint": bases[0].get("fingerprint"), "sizes": table}
+
+
+def _confirmed(label: str, baselines: list, docs: list[dict], sides: list, same_processes: bool) -> dict:
+    """Trials (baseline, first process j, confirming process k) and how many ended SLOWER after pooling."""
+    from perfci.compare import Verdict, compare_samples
+
+    trials = slower = first_slower = 0
+    for used, base in baselines:
+        for j, first in enumerate(sides):
+            if same_processes and j in used:
+                continue
+            others = [k for k in range(len(sides)) if k != j and not (same_processes and k in used)]
+            trials += len(others)
+            if compare_samples(label, base, first).verdict is not Verdict.SLOWER:
+                continue
+            first_slower += len(others)
+            for k in others:
+                # the pooled side, as perfci.confirm.pooled records it: j's run median, then k's
+                pooled = replace(sides[k], run_medians_ms=(docs[j]["gated_median_ms"], docs[k]["gated_median_ms"]))
+                slower += compare_samples(label, base, pooled).verdict is Verdict.SLOWER
+    return {"pairs": trials, "slower": slower, "first_pass_slower": first_slower}
 
 
 def _counts(verdicts: list, pairs: int) -> dict:
@@ -198,7 +229,34 @@ def analyse_suite(root: Path) -> dict:
         per_run.append(run_alarms)
     return {"runs": len(runs), "benchmarks": len(runs[0].benchmarks), "comparisons": compared,
             "false_alarms": alarms, "false_alarms_per_run": per_run, "noisy": noisy, "median5_false_alarms": median5,
-            "noisy_reasons": reasons, "gpu": runs[0].gpu}
+            "noisy_reasons": reasons, "gpu": runs[0].gpu, "confirmed": _suite_confirmed(root, runs)}
+
+
+def _suite_confirmed(root: Path, runs: list) -> dict:
+    """perfci run's two passes on the A/A runs: run i against a baseline of the runs other than i and k,
+    its SLOWERs re-measured by run k and judged pooled (leave-two-out: every ordered pair i, k)."""
+    from perfci.baseline import make_baseline
+    from perfci.confirm import pooled, to_confirm
+    from perfci.gate import judge_files
+    from perfci.results import parse_results
+
+    if len(runs) < 3:
+        return {}
+    first_alarms, confirmed, compared = [], [], 0
+    for i, k in itertools.permutations(range(len(runs)), 2):
+        others = [r for j, r in enumerate(runs) if j not in (i, k)]
+        base = parse_results(make_baseline(others, gpu=runs[i].gpu or "", force=True),
+                             root / f"baseline_without_{i}_{k}.json", "baseline")
+        first = judge_files(runs[i], base)
+        compared += len(first.outcomes)
+        names = to_confirm(first)
+        first_alarms += [(i, k, n) for n in names]
+        merged = replace(runs[i], benchmarks={**runs[i].benchmarks, **{
+            n: pooled(runs[i].benchmarks[n], runs[k].benchmarks[n]) for n in names if n in runs[k].benchmarks}})
+        final = judge_files(merged, base)
+        confirmed += [(i, k, o.name, o.comparison.change_pct) for o in final.outcomes if o.timing_failed]
+    return {"baseline_runs": len(runs) - 2, "comparisons": compared, "first_pass_false_alarms": len(first_alarms),
+            "false_alarms": confirmed}
 
 
 def _rate(cell: dict | None) -> str:
@@ -220,6 +278,11 @@ def print_report(result: dict) -> None:
                   f"{row['perfci']['noisy']:5d} {_rate(row['median5']):>20s}")
         print("(base row = A/A false alarms; raw / ref clk = median device-time change vs base, as timed and at the "
               "reference SM clock)")
+        print(f"\nwith perfci run's confirmation (a SLOWER re-measured by a second process, judged pooled)\n"
+              f"{'planted work':12s} {'perfci 1-run':>24s} {'perfci 5-run':>26s}")
+        for label, row in planted["sizes"].items():
+            print(f"{label:12s} {_rate(row.get('perfci_confirmed')):>24s} "
+                  f"{_rate(row.get('perfci_5run_confirmed')):>26s}")
     aa = result.get("suite_aa") or {}
     if aa:
         print(f"\nsuite A/A on {aa['gpu']}: {aa['runs']} fresh-process runs x {aa['benchmarks']} benchmarks, each "
@@ -232,6 +295,13 @@ def print_report(result: dict) -> None:
             print(f"  false alarm: run {alarm[0]} {alarm[1]} {alarm[2]:+.2f}%")
         for run, name in aa["median5_false_alarms"]:
             print(f"  median:5% false alarm: run {run} {name}")
+        conf = aa.get("confirmed") or {}
+        if conf:
+            print(f"with perfci run's confirmation (run i vs a baseline of {conf['baseline_runs']} other runs, its "
+                  f"SLOWERs re-measured by run k, every ordered pair i, k): {conf['first_pass_false_alarms']} "
+                  f"first-pass SLOWER, {len(conf['false_alarms'])} confirmed, of {conf['comparisons']} comparisons")
+            for i, k, name, change in conf["false_alarms"]:
+                print(f"  confirmed false alarm: run {i} (re-measured by run {k}) {name} {change:+.2f}%")
 
 
 def main() -> int:

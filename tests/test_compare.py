@@ -195,18 +195,24 @@ def test_new_and_missing():
 
 
 def test_run_medians_widen_the_floor_for_a_noisy_kernel():
-    """A kernel at 5 % spread: the default 1 % floor false-alarms, its own run medians do not."""
+    """A kernel at 5 % spread: the default 1 % floor false-alarms, its own run medians rarely do, and
+    perfci run's confirmation (a second process, judged pooled: perfci.confirm) removes the rest."""
     rng = np.random.default_rng(14)
-    plain = informed = 0
+    plain = informed = confirmed = 0
     trials = 400
     for _ in range(trials):
         runs = [process(rng, 0.01, 0.05, 100) for _ in range(5)]
-        medians = tuple(float(np.median(r)) for r in runs)
-        new = side(process(rng, 0.01, 0.05, 100))
-        plain += compare_samples("k", side(runs[0]), new).failed
-        informed += compare_samples("k", side(runs[0], run_medians_ms=medians), new).failed
+        base = side(runs[0], run_medians_ms=tuple(float(np.median(r)) for r in runs))
+        first = process(rng, 0.01, 0.05, 100)
+        plain += compare_samples("k", side(runs[0]), side(first)).failed
+        if compare_samples("k", base, side(first)).failed:
+            informed += 1
+            second = process(rng, 0.01, 0.05, 100)
+            pooled = side(second, run_medians_ms=(float(np.median(first)), float(np.median(second))))
+            confirmed += compare_samples("k", base, pooled).failed
     assert plain / trials > 0.1
-    assert informed / trials <= 0.02
+    assert informed / trials <= 0.03  # one pass at the 95 % level (plain pytest)
+    assert confirmed / trials <= 0.005  # perfci run
 
 
 def test_run_medians_of_a_steady_kernel_sharpen_the_test_but_not_below_the_minimum():
@@ -220,7 +226,7 @@ def test_run_medians_of_a_steady_kernel_sharpen_the_test_but_not_below_the_minim
     exact = compare_samples("k", side(base_x, run_medians_ms=(1.0,) * 5), side(new_x))
     min_sigma = CompareSettings().min_noise_floor / D2_FIVE_RUNS
     # five base runs, one new run: the level's between-run variance is sigma^2 (1/5 + 1), never below the floor
-    assert math.log(exact.ratio_high / exact.ratio) >= normal_quantile(0.995) * math.sqrt(1.2) * min_sigma
+    assert math.log(exact.ratio_high / exact.ratio) >= CompareSettings().z * math.sqrt(1.2) * min_sigma
     assert baseline_spread((1.0, 1.01, 0.99)) == pytest.approx(0.02)
 
 
@@ -314,3 +320,9 @@ def test_twenty_benchmarks_of_2000_samples_take_under_a_second():
     for i, (base, new) in enumerate(pairs):
         compare_samples(f"k{i}", base, new)
     assert time.perf_counter() - start < 1.0
+
+
+def test_the_interval_uses_the_two_sided_normal_quantile_of_the_confidence():
+    assert normal_quantile(0.975) == pytest.approx(1.959964, abs=1e-5)
+    assert CompareSettings().z == pytest.approx(normal_quantile(0.5 + CompareSettings().confidence / 2))
+    assert CompareSettings(confidence=0.99).z == pytest.approx(2.575829, abs=1e-5)

@@ -53,3 +53,71 @@ def test_gpu_run_records_device_time_clock_and_nvtx(pytester):
     assert info["profile"]["status"] == "ok" and info["profile"]["launches_per_call"] >= 1
     assert doc["machine_info"]["perfci"]["gpu_available"] is True
     assert doc["benchmarks"][0]["extra_info"]["tflops"] > 1
+
+
+PLANTED_SUITE = """
+import os
+from pathlib import Path
+
+import torch
+
+FLAG = Path(__file__).parent / "slow_once.flag"
+
+
+def test_spin(perf):
+    cycles = int(os.environ.get("PLANT_CYCLES", "200000"))
+    if FLAG.exists():  # a one-process slowdown: this process is slow, the next one is not
+        FLAG.unlink()
+        cycles = 250000
+    # one kernel spinning a number of SM cycles: more work, same kernels, same memory (no structural change)
+    perf(torch.cuda._sleep, cycles)
+
+
+def test_steady(perf):
+    x = torch.randn(1 << 22, device="cuda")
+    perf(torch.add, x, x)
+"""
+
+
+def test_perfci_run_fails_a_slowdown_only_when_a_second_fresh_process_confirms_it(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    suite = tmp_path / "tests" / "perf"
+    suite.mkdir(parents=True)
+    (suite / "test_planted.py").write_text(PLANTED_SUITE)
+
+    def perfci(*args: str, cycles: int = 200000) -> subprocess.CompletedProcess:
+        env = {**os.environ, "PLANT_CYCLES": str(cycles)}
+        return subprocess.run([sys.executable, "-m", "perfci", *args], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, check=False)
+
+    timing = ["--perfci-max-time=1.5", "--perfci-min-time=0.5", "-p", "no:cacheprovider"]
+    update = perfci("baseline", "update", "--runs", "2", "--force", "--", *timing)  # any NOISY: still a base
+    assert update.returncode == 0, update.stdout + update.stderr
+    # a real slowdown (+25 % work): SLOWER in the first pass, re-measured, confirmed, exit 1
+    slow = perfci("run", *timing, cycles=250000)
+    out = slow.stdout
+    assert slow.returncode == 1, out + slow.stderr
+    assert "1 benchmark(s) read SLOWER in this pass; re-measuring" in out
+    assert "confirmed by a second fresh process" in out and "test_spin regressed" in out
+    results = tmp_path / ".perfci" / "results"
+    stems = {p.name.split("_", 1)[1] for p in results.iterdir()}
+    assert {"first.json", "confirm.json", "run.json"} <= stems
+    run_doc = json.loads(next(results.glob("*_run.json")).read_text())
+    entries = {b["fullname"].split("::")[-1]: b["extra_info"]["perfci"] for b in run_doc["benchmarks"]}
+    assert len(entries["test_spin"]["run_medians_ms"]) == 2 and entries["test_spin"]["pooled_with"]
+    assert "pooled_with" not in entries["test_steady"]
+    confirm_doc = json.loads(next(results.glob("*_confirm.json")).read_text())
+    assert [b["fullname"].split("::")[-1] for b in confirm_doc["benchmarks"]] == ["test_spin"]
+    # a slowdown of one process only: the first pass reads SLOWER, the second does not, exit 0
+    (suite / "slow_once.flag").touch()
+    blip = perfci("run", *timing)
+    assert blip.returncode == 0, blip.stdout + blip.stderr
+    assert "not confirmed by a second fresh process" in blip.stdout
+    # the same blip without confirmation fails the test in its one pass
+    (suite / "slow_once.flag").touch()
+    single = perfci("run", "--no-confirm", *timing)
+    assert single.returncode == 1 and "re-measuring" not in single.stdout
+    assert "FAILED" in single.stdout and "test_spin" in single.stdout

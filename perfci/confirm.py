@@ -1,0 +1,124 @@
+"""Confirmation stage: a timing SLOWER seen in one fresh process is re-measured in a second fresh
+process, and the verdict is taken on the two runs pooled.
+
+Why
+---
+Between fresh processes a kernel's device time moves by an offset that its own samples cannot show
+(clocks, memory placement, what ran before). On an H100, kernels whose five or six baseline runs
+agreed within about 1 % had single processes land +1.9 %, +2.2 % and +2.3 % away: a one-pass gate
+that catches a 3 % slowdown with a 2.25 % flag level meets such a process now and then. A second
+fresh process draws a new offset, so a false SLOWER rarely survives it, while a real slowdown does.
+
+Pooling
+-------
+The second run keeps its own samples and carries both runs' medians (``run_medians_ms``: the first
+run's gated median, or its own run medians when it was pooled already, then the second's). The
+comparison (``perfci.compare``) then puts the new side's level at the mean of the two runs (between-
+run error sigma_b / sqrt 2), and their disagreement joins the baseline runs' in the between-run
+estimate: two runs that agree on a slowdown stay SLOWER, one high run and one normal run pool to a
+smaller change (SAME), and two that disagree wildly widen the interval (NOISY).
+
+Only timing SLOWERs of device timers are re-measured (a structural failure is deterministic, and a
+host wall-clock time is never gated); the pytest plugin does the pooling in the second process
+(``--perfci-pool-with``), ``perfci run`` drives the two passes (``cmd_run``) and merges them here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from perfci.gate import BenchmarkOutcome, RunVerdict
+from perfci.results import BenchResult, ResultFile, parse_results
+
+
+def to_confirm(verdict: RunVerdict) -> tuple[str, ...]:
+    """The benchmarks a second pass re-measures: timing SLOWER (device time) and no structural failure
+    (a structural regression fails its test whatever the timing reads)."""
+    return tuple(o.name for o in verdict.outcomes if o.timing_failed and not o.structure_failed)
+
+
+def pooled_run_medians(first: BenchResult, second: BenchResult) -> tuple[float, ...]:
+    """Run medians of ``first`` (or its gated median) followed by ``second``'s gated median."""
+    earlier = first.run_medians_ms or (first.gated_median_ms,)
+    return (*earlier, round(second.gated_median_ms, 7))
+
+
+def pooled(first: BenchResult, second: BenchResult) -> BenchResult:
+    """``second`` judged as the two runs pooled (what a confirmation pass records, as a BenchResult)."""
+    return replace(second, run_medians_ms=pooled_run_medians(first, second))
+
+
+def pool_info(first: BenchResult, second: BenchResult, first_path: Path) -> dict[str, Any]:
+    """The entries a pooled benchmark adds to its ``extra_info['perfci']`` record."""
+    return {
+        "run_medians_ms": list(pooled_run_medians(first, second)),
+        "pooled_with": str(first_path),
+        "first_pass_median_ms": round(first.gated_median_ms, 7),
+    }
+
+
+def merge(first: ResultFile, second: ResultFile, names: Iterable[str]) -> tuple[ResultFile, tuple[str, ...]]:
+    """The run's result: ``first`` with each of ``names`` replaced by its pooled entry from ``second``.
+
+    Returns the merged result (its ``raw`` document is what ``perfci run`` writes as the run's result
+    file) and the names the second pass did not re-measure (their first-pass entries stand).
+    """
+    wanted = set(names)
+    pooled = {b["fullname"]: b for b in second.raw.get("benchmarks", [])
+              if b.get("fullname") in wanted and _is_pooled(b)}
+    doc = json.loads(json.dumps(first.raw))
+    doc["benchmarks"] = [_timing_from(pooled[b["fullname"]], b) if b.get("fullname") in pooled else b
+                         for b in doc.get("benchmarks", [])]
+    doc.setdefault("perfci_confirmation", {}).update({
+        "first_pass": str(first.path),
+        "second_pass": str(second.path),
+        "re_measured": sorted(pooled),
+        "not_re_measured": sorted(wanted - set(pooled)),
+    })
+    return parse_results(doc, first.path), tuple(sorted(wanted - set(pooled)))
+
+
+def _timing_from(second: dict[str, Any], first: dict[str, Any]) -> dict[str, Any]:
+    """The second pass's entry (timing pooled over both runs) keeping the first pass's kernel profile:
+    the structure judged is the run's, whatever the second process saw."""
+    entry = json.loads(json.dumps(second))
+    profile = ((first.get("extra_info") or {}).get("perfci") or {}).get("profile")
+    info = entry.setdefault("extra_info", {}).setdefault("perfci", {})
+    if profile is not None:
+        info["profile"] = profile
+    return entry
+
+
+def _is_pooled(entry: dict[str, Any]) -> bool:
+    info = (entry.get("extra_info") or {}).get("perfci") or {}
+    return bool(info.get("pooled_with"))
+
+
+def annotate(verdict: RunVerdict, first: RunVerdict, unconfirmed: Iterable[str]) -> RunVerdict:
+    """The merged verdict with a line per re-measured benchmark saying what each pass read."""
+    before = {o.name: o for o in first.outcomes}
+    missing_second = set(unconfirmed)
+    outcomes = []
+    for o in verdict.outcomes:
+        earlier = before.get(o.name)
+        if earlier is None or not earlier.timing_failed:
+            outcomes.append(o)
+            continue
+        outcomes.append(replace(o, notes=(*o.notes, _note(o, earlier, o.name in missing_second))))
+    return replace(verdict, outcomes=tuple(outcomes))
+
+
+def _note(final: BenchmarkOutcome, first: BenchmarkOutcome, not_re_measured: bool) -> str:
+    first_change = first.comparison.change_pct if first.comparison else None
+    read = f"{first_change:+.2f}%" if first_change is not None else "SLOWER"
+    if not_re_measured:
+        return f"first pass read {read}; the second pass did not re-measure it, so the first-pass verdict stands"
+    c = final.comparison
+    pooled = f"{c.change_pct:+.2f}%" if c is not None and c.change_pct is not None else "?"
+    outcome = "confirmed" if final.timing_failed else "not confirmed"
+    return (f"{outcome} by a second fresh process: first pass read {read}, the two runs pooled "
+            f"{pooled} ({final.verdict})")
