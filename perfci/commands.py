@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 from dataclasses import replace
@@ -22,7 +21,15 @@ from perfci.baseline import (
     write_atomic,
 )
 from perfci.confirm import annotate, merge, to_confirm
-from perfci.errors import EXIT_OK, EXIT_REGRESSION, BadInputError, InfrastructureError, UsageError
+from perfci.errors import (
+    EXIT_INFRASTRUCTURE,
+    EXIT_OK,
+    EXIT_REGRESSION,
+    BadInputError,
+    InfrastructureError,
+    PerfCIError,
+    UsageError,
+)
 from perfci.fingerprint import Fingerprint, detect
 from perfci.gate import RunVerdict, judge_files
 from perfci.report import github_outputs, headline, in_github_actions, terminal_table, write_report
@@ -33,6 +40,7 @@ from perfci.runner import (
     PYTEST_INTERRUPTED,
     PYTEST_NO_TESTS,
     PYTEST_OK,
+    confirmation_args,
     pytest_exit_to_perfci,
     results_path,
     run_suite,
@@ -91,8 +99,9 @@ def cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
         raise InfrastructureError(f"pytest wrote no result file ({suite.results_path})")
     new = load_results(suite.results_path)
     verdict = judge_files(new, baseline)
+    interrupted = False
     if confirming and to_confirm(verdict):
-        new, verdict = _confirm(rest, new, verdict, baseline, baselines)
+        new, verdict, interrupted = _confirm(rest, new, verdict, baseline, baselines)
     paths = write_report([r for r in (baseline, new) if r is not None and r.benchmarks], verdict, args.report_dir,
                          f"perfci run on {fp.name}")
     # pytest already printed the per-benchmark table; here the verdict from the files, and the evidence
@@ -102,6 +111,10 @@ def cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
     print(f"perfci: results {new.path}; report {', '.join(str(p) for p in paths)}")
     if confirming and in_github_actions():  # the passes left these to the final verdict
         github_outputs(verdict, fp, Path.cwd())
+    if interrupted:
+        print("perfci: the confirmation pass was interrupted; the verdict above stands on the first pass "
+              "for what it did not re-measure", file=sys.stderr)
+        return EXIT_INFRASTRUCTURE
     if suite.pytest_exit == PYTEST_FAILED and not verdict.regressions:
         print("perfci: some tests failed or errored for reasons other than a perf regression (see above)",
               file=sys.stderr)
@@ -110,40 +123,45 @@ def cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
 
 
 def _confirm(rest: list[str], first: ResultFile, first_verdict: RunVerdict, baseline: ResultFile | None,
-             baselines: Path) -> tuple[ResultFile, RunVerdict]:
+             baselines: Path) -> tuple[ResultFile, RunVerdict, bool]:
     """Re-measure the first pass's timing SLOWERs in a fresh process; the run's result pools the two.
 
-    Files: the first pass moves to ``*_first.json``, the second pass is ``*_confirm.json``, and the
-    merged result (what the verdict is taken on) takes the run's name ``*_run.json``.
+    Files: the first pass is copied to ``*_first.json``, the second pass is ``*_confirm.json``, and the
+    merged result (what the verdict is taken on) replaces ``*_run.json`` atomically. When the second
+    pass measures nothing (crash, skip, error, interruption) the first-pass verdicts stand, said so,
+    and the report is still written; the third value is True when it was interrupted.
     """
     names = to_confirm(first_verdict)
     run_path = first.path
     stem = run_path.stem.removesuffix("_run")
     first_path, second_path = run_path.with_name(f"{stem}_first.json"), run_path.with_name(f"{stem}_confirm.json")
-    os.replace(run_path, first_path)
+    shutil.copyfile(run_path, first_path)
     first = replace(first, path=first_path)
     print(f"perfci: {len(names)} benchmark(s) read SLOWER in this pass; re-measuring them in a fresh process "
           "before failing (perfci run --no-confirm skips this):", flush=True)
     for name in names:
         print(f"  {name}", flush=True)
-    second = run_suite(rest, out=second_path, baselines=baselines,
-                       extra=[f"--perfci-pool-with={first_path}", *(f"--perfci-select={n}" for n in names)])
-    if second.pytest_exit in (PYTEST_INTERRUPTED, PYTEST_INTERNAL):
-        raise InfrastructureError(f"the confirmation pass was interrupted (pytest exit {second.pytest_exit})",
-                                  hint=f"the first pass is kept in {first_path}")
-    if second_path.exists():
-        merged, unconfirmed = merge(first, load_results(second_path), names)
-    else:
-        print(f"perfci: the confirmation pass wrote no result file (pytest exit {second.pytest_exit}): "
-              "the first-pass verdicts stand", file=sys.stderr)
-        merged, unconfirmed = first, names
+    second, why_not, interrupted = None, "", False
+    try:
+        done = run_suite(confirmation_args(rest), out=second_path, baselines=baselines,
+                         extra=[f"--perfci-pool-with={first_path}", *(f"--perfci-select={n}" for n in names)])
+        interrupted = done.pytest_exit in (PYTEST_INTERRUPTED, PYTEST_INTERNAL)
+        second = load_results(second_path)
+        why_not = f"pytest exit {done.pytest_exit}"
+    except PerfCIError as exc:  # interrupted (Ctrl-C), or no usable result file (crash, nothing collected)
+        interrupted = interrupted or isinstance(exc, InfrastructureError)
+        why_not = str(exc)
+    merged, unconfirmed = merge(first, second if second is not None else ResultFile.empty(second_path, ""), names)
+    if unconfirmed:
+        print(f"perfci: the confirmation pass did not re-measure {len(unconfirmed)} benchmark(s) ({why_not}): "
+              "their first-pass verdicts stand", file=sys.stderr)
     write_atomic(run_path, merged.raw)
     merged = replace(merged, path=run_path)
-    verdict = annotate(judge_files(merged, baseline), first_verdict, unconfirmed)
+    verdict = annotate(judge_files(merged, baseline), names, first_verdict, unconfirmed)
     for outcome in verdict.outcomes:
         if outcome.name in names:
             print(f"perfci: {outcome.name}: {outcome.notes[-1]}")
-    return merged, verdict
+    return merged, verdict, interrupted
 
 
 def cmd_profile(args: argparse.Namespace, rest: list[str]) -> int:

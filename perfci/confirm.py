@@ -16,7 +16,8 @@ run's gated median, or its own run medians when it was pooled already, then the 
 comparison (``perfci.compare``) then puts the new side's level at the mean of the two runs (between-
 run error sigma_b / sqrt 2), and their disagreement joins the baseline runs' in the between-run
 estimate: two runs that agree on a slowdown stay SLOWER, one high run and one normal run pool to a
-smaller change (SAME), and two that disagree wildly widen the interval (NOISY).
+smaller change (SAME; NOISY against a one-run baseline, where the two new runs' own disagreement is
+all the spread there is to go by), and two that disagree wildly widen the interval (NOISY).
 
 Only timing SLOWERs of device timers are re-measured (a structural failure is deterministic, and a
 host wall-clock time is never gated); the pytest plugin does the pooling in the second process
@@ -98,14 +99,15 @@ def _is_pooled(entry: dict[str, Any]) -> bool:
     return bool(info.get("pooled_with"))
 
 
-def annotate(verdict: RunVerdict, first: RunVerdict, unconfirmed: Iterable[str]) -> RunVerdict:
-    """The merged verdict with a line per re-measured benchmark saying what each pass read."""
+def annotate(verdict: RunVerdict, names: Iterable[str], first: RunVerdict, unconfirmed: Iterable[str]) -> RunVerdict:
+    """The merged verdict with a line for each of ``names`` (those sent to the second pass) saying what
+    each pass read."""
     before = {o.name: o for o in first.outcomes}
-    missing_second = set(unconfirmed)
+    sent, missing_second = set(names), set(unconfirmed)
     outcomes = []
     for o in verdict.outcomes:
         earlier = before.get(o.name)
-        if earlier is None or not earlier.timing_failed:
+        if earlier is None or o.name not in sent:
             outcomes.append(o)
             continue
         outcomes.append(replace(o, notes=(*o.notes, _note(o, earlier, o.name in missing_second))))

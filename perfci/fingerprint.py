@@ -51,7 +51,12 @@ class Fingerprint:
     @classmethod
     def recorded(cls, info: dict[str, Any]) -> Fingerprint | None:
         """The fingerprint a result file recorded, or None (a plain pytest-benchmark file has none)."""
-        return cls.from_machine_info(info) if info.get("slug") else None
+        if not info.get("slug"):
+            return None
+        try:
+            return cls.from_machine_info(info)
+        except TypeError:  # a partial record (hand-made or from another version): no fingerprint to show
+            return None
 
     def describe(self) -> str:
         if not self.gpu_available:

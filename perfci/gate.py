@@ -177,5 +177,7 @@ def judge_files(new: ResultFile, base: ResultFile | None) -> RunVerdict:
                       forbid=result.forbid, expect=result.expect, threshold=result.threshold or DEFAULT_THRESHOLD,
                       drift=drift, known_bad=result.known_bad)
                 for name, result in new.benchmarks.items()]
-    return gate(outcomes, set(base.benchmarks) - set(new.benchmarks) if base else ())
+    # in the baseline and not run is MISSING, unless the run deselected it on purpose (-k, -m)
+    missing = set(base.benchmarks) - set(new.benchmarks) - new.deselected if base else set()
+    return gate(outcomes, missing)
 

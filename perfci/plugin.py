@@ -12,6 +12,7 @@ from perfci.errors import PerfCIError
 _SESSION = pytest.StashKey["Any"]()
 _CLOCK = pytest.StashKey["Any"]()
 _SELECTED = pytest.StashKey[set]()
+_DESELECTED = pytest.StashKey[set]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -74,6 +75,17 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     if session is not None:
         machine_info["perfci"] = session.fingerprint.machine_info()
         machine_info["gpu"] = session.fingerprint.name
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    if items:
+        deselected = items[0].config.stash.setdefault(_DESELECTED, set())
+        deselected.update(item.nodeid for item in items)
+
+
+def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any, output_json: dict[str, Any]) -> None:
+    # tests deselected in this session (-k, -m, --perfci-select): not run on purpose, so not MISSING
+    output_json["perfci_deselected"] = sorted(config.stash.get(_DESELECTED, set()))
 
 
 def pytest_benchmark_compare_machine_info(config: pytest.Config, benchmarksession: Any,

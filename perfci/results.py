@@ -54,6 +54,7 @@ class ResultFile:
     benchmarks: dict[str, BenchResult]
     header: dict[str, Any]
     raw: dict[str, Any] = field(compare=False, repr=False, default_factory=dict)
+    deselected: frozenset[str] = frozenset()  # tests the run deselected on purpose (-k, -m)
 
     @classmethod
     def empty(cls, path: Path, gpu: str) -> ResultFile:
@@ -113,7 +114,9 @@ def parse_results(data: dict[str, Any], path: Path, what: str = "result file") -
         result = _parse_bench(bench, path, index, what)
         parsed[result.name] = result
     gpu = header.get("gpu") or fingerprint.get("slug")
-    return ResultFile(path=path, gpu=gpu, fingerprint=fingerprint, benchmarks=parsed, header=header, raw=data)
+    deselected = data.get("perfci_deselected")
+    return ResultFile(path=path, gpu=gpu, fingerprint=fingerprint, benchmarks=parsed, header=header, raw=data,
+                      deselected=frozenset(str(n) for n in deselected) if isinstance(deselected, list) else frozenset())
 
 
 def bench_from_info(name: str, extra_info: dict[str, Any]) -> BenchResult:

@@ -56,6 +56,28 @@ def with_default_suite(pytest_args: list[str], *, require_dir: bool = True) -> l
     return args
 
 
+# pytest options that would stop the confirmation pass early or deselect what it must re-measure
+_NOT_FOR_CONFIRMATION = {"-x", "--exitfirst", "--lf", "--last-failed", "--ff", "--failed-first", "--nf",
+                         "--new-first", "--sw", "--stepwise", "--sw-skip", "--stepwise-skip"}
+
+
+def confirmation_args(pytest_args: list[str]) -> list[str]:
+    """The user's pytest arguments for the confirmation pass, less -x, --maxfail and the cache-based
+    selections (--lf, --ff, --nf, --sw): the pass must run every benchmark it was given."""
+    out, skip = [], False
+    for arg in pytest_args:
+        if skip:
+            skip = False
+            continue
+        if arg in _NOT_FOR_CONFIRMATION or arg.startswith("--maxfail="):
+            continue
+        if arg == "--maxfail":
+            skip = True
+            continue
+        out.append(arg)
+    return out
+
+
 def run_suite(pytest_args: list[str], *, out: Path, baselines: Path | None, extra: list[str] | None = None) -> SuiteRun:
     """Run pytest on the suite in a child process (fresh CUDA context, clean state)."""
     args = with_default_suite(pytest_args)

@@ -85,7 +85,7 @@ def test_a_slowdown_both_runs_show_is_confirmed_and_a_one_process_blip_is_not():
     assert merged.benchmarks["t::steady"] == first.benchmarks["t::steady"]  # untouched
     assert len(merged.benchmarks["t::slowed"].run_medians_ms) == 2
     assert merged.raw["perfci_confirmation"]["re_measured"] == ["t::blip", "t::slowed"]
-    final = annotate(judge_files(merged, base), verdict, not_re_measured)
+    final = annotate(judge_files(merged, base), to_confirm(verdict), verdict, not_re_measured)
     by_name = {o.name: o for o in final.outcomes}
     assert by_name["t::slowed"].timing_failed
     assert "confirmed by a second fresh process" in by_name["t::slowed"].evidence()
@@ -103,7 +103,7 @@ def test_a_benchmark_the_second_pass_did_not_measure_keeps_its_first_pass_verdic
     empty = result({"benchmarks": []}, "confirm.json")
     merged, not_re_measured = merge(first, empty, to_confirm(verdict))
     assert not_re_measured == ("t::slowed",)
-    final = annotate(judge_files(merged, base), verdict, not_re_measured)
+    final = annotate(judge_files(merged, base), to_confirm(verdict), verdict, not_re_measured)
     assert [o.name for o in final.regressions] == ["t::slowed"]
     assert "did not re-measure it" in final.regressions[0].evidence()
 
@@ -116,6 +116,9 @@ def test_two_runs_against_a_one_run_baseline_use_the_default_floor_unless_they_d
     # one run far off: the two runs' own spread widens the interval past a decision
     disagree = Sample(tuple(samples(1.04, 2)), run_medians_ms=(1.25, 1.04))
     assert compare_samples("k", base, disagree).verdict is Verdict.NOISY
+    # two runs 1 % apart: the 80 % upper bound of one degree of freedom (4x) would call this NOISY
+    close = Sample(tuple(samples(1.035, 2)), run_medians_ms=(1.04, 1.03))
+    assert compare_samples("k", base, close).verdict is Verdict.SLOWER
 
 
 MUL_TESTS = """
@@ -182,3 +185,93 @@ def test_the_merged_entry_keeps_the_first_passs_kernel_profile_and_structural_fa
     assert merged.benchmarks["t::slowed"].profile == marker
     second_samples = result(second_doc).benchmarks["t::slowed"].gated_samples_ms
     assert merged.benchmarks["t::slowed"].gated_samples_ms == second_samples
+
+
+# --- perfci run's two passes, driven through the real CLI; only the pytest child is replaced, by one
+# that writes the device-timer result files a GPU run would (on CPU, timings are never gated)
+
+
+def _drive(tmp_path, monkeypatch, second: str):
+    from perfci import commands
+    from perfci.cli import main
+    from perfci.errors import InfrastructureError
+    from perfci.fingerprint import detect
+    from perfci.runner import SuiteRun
+
+    slug, machine = detect().slug, detect().machine_info()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "step_summary.md"))
+    base_doc = five_run_base()
+    base_doc["machine_info"]["perfci"] = machine
+    base_doc["perfci"] = {"schema_version": 1, "gpu": slug}
+    target = tmp_path / "baselines" / slug / "0001_baseline.json"
+    target.parent.mkdir(parents=True)
+    target.write_text(json.dumps(base_doc))
+    calls = []
+
+    def fake_run_suite(args, *, out, baselines, extra=None):
+        calls.append(list(extra or []))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if "--perfci-provisional" in (extra or []):
+            doc = result_doc({"t::steady": 1.0, "t::slowed": 1.05, "t::blip": 2.0}, seed=2)
+            doc["machine_info"]["perfci"] = machine
+            out.write_text(json.dumps(doc))
+            return SuiteRun(out, 0)
+        if second == "interrupted":
+            raise InfrastructureError("interrupted")
+        if second == "empty":  # pytest-benchmark creates the --benchmark-json file before anything runs
+            out.write_text("")
+            return SuiteRun(out, 5)
+        first_median = float(np.median(samples(1.05, 200 + 1)))
+        doc = result_doc({"t::slowed": 1.05}, seed=3, run_medians={"t::slowed": [first_median, 1.05]},
+                         pooled_with="first.json")
+        out.write_text(json.dumps(doc))
+        return SuiteRun(out, 1)
+
+    monkeypatch.setattr(commands, "run_suite", fake_run_suite)
+    code = main(["run", "--report-dir", "rep"])
+    results = tmp_path / ".perfci" / "results"
+    return code, calls, results, tmp_path
+
+
+@pytest.mark.parametrize("second, exit_code, note", [
+    ("pooled", 1, "confirmed by a second fresh process"),
+    ("empty", 1, "did not re-measure it"),
+    ("interrupted", 3, "did not re-measure it"),
+])
+def test_perfci_run_keeps_every_file_and_writes_the_report_once_whatever_the_second_pass_does(
+        tmp_path, monkeypatch, capsys, second, exit_code, note):
+    code, calls, results, root = _drive(tmp_path, monkeypatch, second)
+    assert code == exit_code
+    assert len(calls) == 2 and "--perfci-select=t::slowed" in calls[1]
+    names = sorted(p.name.split("_", 1)[1] for p in results.iterdir())
+    assert "first.json" in names and "run.json" in names
+    run = json.loads(next(results.glob("*_run.json")).read_text())
+    assert {b["fullname"] for b in run["benchmarks"]} == {"t::steady", "t::slowed", "t::blip"}
+    assert (root / "rep" / "report.html").exists() and (root / "rep" / "verdict.json").exists()
+    assert (root / "step_summary.md").read_text().count("## perfci") == 1
+    out = capsys.readouterr()
+    assert note in out.out
+    assert "t::slowed regressed" in out.out
+
+
+def test_confirmation_args_drop_what_would_stop_or_deselect_the_second_pass():
+    from perfci.runner import confirmation_args
+
+    assert confirmation_args(["-x", "tests/perf", "--maxfail", "2", "-k", "gemm", "--lf", "--maxfail=1",
+                              "--sw", "-q"]) == ["tests/perf", "-k", "gemm", "-q"]
+
+
+def test_a_deselected_benchmark_is_not_missing_but_a_removed_one_is(pytester):
+    from perfci.results import load_results
+
+    pytester.makepyfile(test_ops=MUL_TESTS)
+    pytester.runpytest_subprocess(*FAST, "--benchmark-json=all.json").assert_outcomes(passed=2)
+    pytester.runpytest_subprocess(*FAST, "-k", "mul", "--benchmark-json=some.json").assert_outcomes(
+        passed=1, deselected=1)
+    base, some = load_results(pytester.path / "all.json"), load_results(pytester.path / "some.json")
+    assert some.deselected == {"test_ops.py::test_add"}
+    assert judge_files(some, base).missing == ()
+    pytester.makepyfile(test_ops=MUL_TESTS.split("def test_add")[0])  # test_add removed from the suite
+    pytester.runpytest_subprocess(*FAST, "--benchmark-json=fewer.json").assert_outcomes(passed=1)
+    assert judge_files(load_results(pytester.path / "fewer.json"), base).missing == ("test_ops.py::test_add",)
