@@ -110,7 +110,8 @@ def make_baseline(runs: list[ResultFile], *, gpu: str, force: bool = False) -> d
                              hint="re-run on a quiet GPU, or pass --force to accept them")
     first = runs[0]
     doc = json.loads(json.dumps(first.raw))
-    doc.pop("perfci_deselected", None)  # a baseline stands for every benchmark it holds
+    for key in ("perfci_deselected", "perfci_scope"):  # a baseline stands for every benchmark it holds
+        doc.pop(key, None)
     for bench in doc["benchmarks"]:
         info = bench.setdefault("extra_info", {}).setdefault("perfci", {})
         # per-run medians of the compared samples: the between-run noise floor of this benchmark

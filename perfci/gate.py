@@ -177,7 +177,7 @@ def judge_files(new: ResultFile, base: ResultFile | None) -> RunVerdict:
                       forbid=result.forbid, expect=result.expect, threshold=result.threshold or DEFAULT_THRESHOLD,
                       drift=drift, known_bad=result.known_bad)
                 for name, result in new.benchmarks.items()]
-    # in the baseline and not run is MISSING, unless the run deselected it on purpose (-k, -m)
-    missing = set(base.benchmarks) - set(new.benchmarks) - new.deselected if base else set()
+    # in the baseline and not run is MISSING, unless the run left it out on purpose (its paths, -k, -m)
+    missing = {n for n in base.benchmarks if n not in new.benchmarks and new.intended(n)} if base else set()
     return gate(outcomes, missing)
 

@@ -55,6 +55,15 @@ class ResultFile:
     header: dict[str, Any]
     raw: dict[str, Any] = field(compare=False, repr=False, default_factory=dict)
     deselected: frozenset[str] = frozenset()  # tests the run deselected on purpose (-k, -m)
+    scope: tuple[str, ...] | None = None  # node-id prefixes of the paths the run was given (None: all)
+
+    def intended(self, name: str) -> bool:
+        """Whether this run set out to run benchmark ``name`` (in its paths and not deselected)."""
+        if name in self.deselected:
+            return False
+        return self.scope is None or any(
+            not prefix or name == prefix or name.startswith((f"{prefix}/", f"{prefix}::", f"{prefix}["))
+            for prefix in self.scope)
 
     @classmethod
     def empty(cls, path: Path, gpu: str) -> ResultFile:
@@ -114,9 +123,25 @@ def parse_results(data: dict[str, Any], path: Path, what: str = "result file") -
         result = _parse_bench(bench, path, index, what)
         parsed[result.name] = result
     gpu = header.get("gpu") or fingerprint.get("slug")
-    deselected = data.get("perfci_deselected")
+    deselected, scope = data.get("perfci_deselected"), data.get("perfci_scope")
     return ResultFile(path=path, gpu=gpu, fingerprint=fingerprint, benchmarks=parsed, header=header, raw=data,
-                      deselected=frozenset(str(n) for n in deselected) if isinstance(deselected, list) else frozenset())
+                      deselected=frozenset(str(n) for n in deselected) if isinstance(deselected, list) else frozenset(),
+                      scope=tuple(str(p) for p in scope) if isinstance(scope, list) else None)
+
+
+def run_scope(args: list[str], invocation_dir: Path, rootdir: Path) -> list[str] | None:
+    """Node-id prefixes (rootdir-relative) of the paths a pytest session was given; None when one of
+    them lies outside the rootdir (then nothing can be said and every baseline benchmark is in scope)."""
+    prefixes = []
+    for arg in args:
+        path, sep, rest = str(arg).partition("::")
+        try:
+            rel = (Path(invocation_dir) / path).resolve().relative_to(Path(rootdir).resolve()).as_posix()
+        except ValueError:
+            return None
+        rel = "" if rel == "." else rel
+        prefixes.append(f"{rel}::{rest}" if sep else rel)
+    return prefixes
 
 
 def bench_from_info(name: str, extra_info: dict[str, Any]) -> BenchResult:

@@ -262,16 +262,27 @@ def test_confirmation_args_drop_what_would_stop_or_deselect_the_second_pass():
                               "--sw", "-q"]) == ["tests/perf", "-k", "gemm", "-q"]
 
 
-def test_a_deselected_benchmark_is_not_missing_but_a_removed_one_is(pytester):
+def test_a_deselected_or_unnamed_benchmark_is_not_missing_but_a_removed_one_is(pytester):
     from perfci.results import load_results
 
-    pytester.makepyfile(test_ops=MUL_TESTS)
-    pytester.runpytest_subprocess(*FAST, "--benchmark-json=all.json").assert_outcomes(passed=2)
-    pytester.runpytest_subprocess(*FAST, "-k", "mul", "--benchmark-json=some.json").assert_outcomes(
+    pytester.makepyfile(test_ops=MUL_TESTS, test_other=MUL_TESTS.replace("test_", "test_other_"))
+    pytester.runpytest_subprocess(*FAST, "--benchmark-json=all.json").assert_outcomes(passed=4)
+    pytester.runpytest_subprocess(*FAST, "test_ops.py", "-k", "mul", "--benchmark-json=some.json").assert_outcomes(
         passed=1, deselected=1)
     base, some = load_results(pytester.path / "all.json"), load_results(pytester.path / "some.json")
-    assert some.deselected == {"test_ops.py::test_add"}
-    assert judge_files(some, base).missing == ()
+    assert some.deselected == {"test_ops.py::test_add"} and some.scope == ("test_ops.py",)
+    assert judge_files(some, base).missing == ()  # test_add deselected, test_other.py not named
     pytester.makepyfile(test_ops=MUL_TESTS.split("def test_add")[0])  # test_add removed from the suite
-    pytester.runpytest_subprocess(*FAST, "--benchmark-json=fewer.json").assert_outcomes(passed=1)
+    pytester.runpytest_subprocess(*FAST, "--benchmark-json=fewer.json").assert_outcomes(passed=3)
     assert judge_files(load_results(pytester.path / "fewer.json"), base).missing == ("test_ops.py::test_add",)
+
+
+def test_run_scope_is_rootdir_relative_and_unknown_outside_it(tmp_path):
+    from perfci.results import run_scope
+
+    root = tmp_path / "proj"
+    (root / "tests" / "perf").mkdir(parents=True)
+    assert run_scope([str(root)], root, root) == [""]
+    assert run_scope(["tests/perf", "tests/x.py::test_a[1]"], root, root) == ["tests/perf", "tests/x.py::test_a[1]"]
+    assert run_scope(["perf"], root / "tests", root) == ["tests/perf"]
+    assert run_scope([str(tmp_path / "elsewhere")], root, root) is None
