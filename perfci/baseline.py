@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from perfci.errors import BadInputError, UsageError
-from perfci.results import SCHEMA_VERSION, ResultFile, load_results
+from perfci.results import DESELECTED_KEY, SCHEMA_VERSION, SCOPE_KEY, ResultFile, load_results
 
 BASELINE_FILE = "0001_baseline.json"
 # fresh-process runs `perfci baseline update` makes on a GPU by default: one-run baselines caught a
@@ -110,7 +110,7 @@ def make_baseline(runs: list[ResultFile], *, gpu: str, force: bool = False) -> d
                              hint="re-run on a quiet GPU, or pass --force to accept them")
     first = runs[0]
     doc = json.loads(json.dumps(first.raw))
-    for key in ("perfci_deselected", "perfci_scope"):  # a baseline stands for every benchmark it holds
+    for key in (DESELECTED_KEY, SCOPE_KEY):  # a baseline stands for every benchmark it holds
         doc.pop(key, None)
     for bench in doc["benchmarks"]:
         info = bench.setdefault("extra_info", {}).setdefault("perfci", {})

@@ -10,6 +10,7 @@ is used instead.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 # ~50 us at 2 GHz, 0.2 % of a 25 ms batch. Shorter spins read erratically: on an H100, with 20000 cycles
@@ -48,7 +49,6 @@ class ClockProbe:
 
         if _kernel is None:
             _kernel = _build_kernel()
-        self._torch = torch
         self._slots = slots
         self._spin = int(spin_cycles)
         self._buf = torch.zeros(2 * slots, dtype=torch.int64, device=device)
@@ -76,18 +76,14 @@ class ClockProbe:
         return [cycles / ns * 1e3 if ns > 0 else float("nan") for cycles, ns in pairs]
 
 
-_probes: dict[str, tuple[ClockProbe | None, str]] = {}
-
-
+@functools.cache
 def make_probe(device: str) -> tuple[ClockProbe | None, str]:
     """The probe for ``device`` (built and checked once per process), or None and why it is unavailable.
 
     Reusing one probe is safe: slots are read only after the stream has passed them, and the ring of
     slots is far larger than the batches a measurement keeps in flight.
     """
-    if device not in _probes:
-        try:
-            _probes[device] = ClockProbe(device), "in-band clock probe (%clock64 / %globaltimer)"
-        except Exception as exc:  # no triton, no compiler, an old GPU...
-            _probes[device] = None, f"clock probe unavailable ({type(exc).__name__}: {str(exc)[:120]})"
-    return _probes[device]
+    try:
+        return ClockProbe(device), "in-band clock probe (%clock64 / %globaltimer)"
+    except Exception as exc:  # no triton, no compiler, an old GPU...
+        return None, f"clock probe unavailable ({type(exc).__name__}: {str(exc)[:120]})"

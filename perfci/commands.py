@@ -44,6 +44,7 @@ from perfci.runner import (
     pytest_exit_to_perfci,
     results_path,
     run_suite,
+    sibling_results_path,
 )
 
 
@@ -99,9 +100,9 @@ def cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
         raise InfrastructureError(f"pytest wrote no result file ({suite.results_path})")
     new = load_results(suite.results_path)
     verdict = judge_files(new, baseline)
-    interrupted = False
-    if confirming and to_confirm(verdict):
-        new, verdict, interrupted = _confirm(rest, new, verdict, baseline, baselines)
+    interrupted, names = False, to_confirm(verdict) if confirming else ()
+    if names:
+        new, verdict, interrupted = _confirm(rest, new, verdict, names, baseline, baselines)
     paths = write_report([r for r in (baseline, new) if r is not None and r.benchmarks], verdict, args.report_dir,
                          f"perfci run on {fp.name}")
     # pytest already printed the per-benchmark table; here the verdict from the files, and the evidence
@@ -122,19 +123,18 @@ def cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
     return verdict.exit_code
 
 
-def _confirm(rest: list[str], first: ResultFile, first_verdict: RunVerdict, baseline: ResultFile | None,
-             baselines: Path) -> tuple[ResultFile, RunVerdict, bool]:
-    """Re-measure the first pass's timing SLOWERs in a fresh process; the run's result pools the two.
+def _confirm(rest: list[str], first: ResultFile, first_verdict: RunVerdict, names: tuple[str, ...],
+             baseline: ResultFile | None, baselines: Path) -> tuple[ResultFile, RunVerdict, bool]:
+    """Re-measure ``names`` (the first pass's timing SLOWERs) in a fresh process; the run's result
+    pools the two.
 
     Files: the first pass is copied to ``*_first.json``, the second pass is ``*_confirm.json``, and the
     merged result (what the verdict is taken on) replaces ``*_run.json`` atomically. When the second
     pass measures nothing (crash, skip, error, interruption) the first-pass verdicts stand, said so,
     and the report is still written; the third value is True when it was interrupted.
     """
-    names = to_confirm(first_verdict)
     run_path = first.path
-    stem = run_path.stem.removesuffix("_run")
-    first_path, second_path = run_path.with_name(f"{stem}_first.json"), run_path.with_name(f"{stem}_confirm.json")
+    first_path, second_path = sibling_results_path(run_path, "first"), sibling_results_path(run_path, "confirm")
     shutil.copyfile(run_path, first_path)
     first = replace(first, path=first_path)
     print(f"perfci: {len(names)} benchmark(s) read SLOWER in this pass; re-measuring them in a fresh process "
@@ -151,12 +151,12 @@ def _confirm(rest: list[str], first: ResultFile, first_verdict: RunVerdict, base
     except PerfCIError as exc:  # interrupted (Ctrl-C), or no usable result file (crash, nothing collected)
         interrupted = interrupted or isinstance(exc, InfrastructureError)
         why_not = str(exc)
-    merged, unconfirmed = merge(first, second if second is not None else ResultFile.empty(second_path, ""), names)
+    merged, unconfirmed = merge(first, second if second is not None else ResultFile.empty(second_path, ""), names,
+                                path=run_path)
     if unconfirmed:
         print(f"perfci: the confirmation pass did not re-measure {len(unconfirmed)} benchmark(s) ({why_not}): "
               "their first-pass verdicts stand", file=sys.stderr)
     write_atomic(run_path, merged.raw)
-    merged = replace(merged, path=run_path)
     verdict = annotate(judge_files(merged, baseline), names, first_verdict, unconfirmed)
     for outcome in verdict.outcomes:
         if outcome.name in names:

@@ -26,7 +26,6 @@ host wall-clock time is never gated); the pytest plugin does the pooling in the 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -39,7 +38,7 @@ from perfci.results import BenchResult, ResultFile, parse_results
 def to_confirm(verdict: RunVerdict) -> tuple[str, ...]:
     """The benchmarks a second pass re-measures: timing SLOWER (device time) and no structural failure
     (a structural regression fails its test whatever the timing reads)."""
-    return tuple(o.name for o in verdict.outcomes if o.timing_failed and not o.structure_failed)
+    return tuple(o.name for o in verdict.outcomes if o.only_timing_failed)
 
 
 def pooled_run_medians(first: BenchResult, second: BenchResult) -> tuple[float, ...]:
@@ -62,41 +61,45 @@ def pool_info(first: BenchResult, second: BenchResult, first_path: Path) -> dict
     }
 
 
-def merge(first: ResultFile, second: ResultFile, names: Iterable[str]) -> tuple[ResultFile, tuple[str, ...]]:
-    """The run's result: ``first`` with each of ``names`` replaced by its pooled entry from ``second``.
+def merge(first: ResultFile, second: ResultFile, names: Iterable[str],
+          path: Path | None = None) -> tuple[ResultFile, tuple[str, ...]]:
+    """The run's result (at ``path``, default ``first.path``): ``first`` with each of ``names`` replaced
+    by its pooled entry from ``second``.
 
     Returns the merged result (its ``raw`` document is what ``perfci run`` writes as the run's result
-    file) and the names the second pass did not re-measure (their first-pass entries stand).
+    file) and the names the second pass did not re-measure (their first-pass entries stand). Entries
+    are shared with the inputs, not copied: nothing here or after writes to them.
     """
     wanted = set(names)
-    pooled = {b["fullname"]: b for b in second.raw.get("benchmarks", [])
-              if b.get("fullname") in wanted and _is_pooled(b)}
-    doc = json.loads(json.dumps(first.raw))
-    doc["benchmarks"] = [_timing_from(pooled[b["fullname"]], b) if b.get("fullname") in pooled else b
-                         for b in doc.get("benchmarks", [])]
-    doc.setdefault("perfci_confirmation", {}).update({
-        "first_pass": str(first.path),
-        "second_pass": str(second.path),
-        "re_measured": sorted(pooled),
-        "not_re_measured": sorted(wanted - set(pooled)),
-    })
-    return parse_results(doc, first.path), tuple(sorted(wanted - set(pooled)))
+    entries = {b["fullname"]: b for b in second.raw.get("benchmarks", [])
+              if b.get("fullname") in wanted and _perfci_info(b).get("pooled_with")}
+    not_re_measured = tuple(sorted(wanted - set(entries)))
+    doc = {
+        **first.raw,
+        "benchmarks": [_timing_from(entries[b["fullname"]], b) if b.get("fullname") in entries else b
+                       for b in first.raw.get("benchmarks", [])],
+        "perfci_confirmation": {
+            **first.raw.get("perfci_confirmation", {}),
+            "first_pass": str(first.path),
+            "second_pass": str(second.path),
+            "re_measured": sorted(entries),
+            "not_re_measured": list(not_re_measured),
+        },
+    }
+    return parse_results(doc, path or first.path), not_re_measured
 
 
 def _timing_from(second: dict[str, Any], first: dict[str, Any]) -> dict[str, Any]:
     """The second pass's entry (timing pooled over both runs) keeping the first pass's kernel profile:
     the structure judged is the run's, whatever the second process saw."""
-    entry = json.loads(json.dumps(second))
-    profile = ((first.get("extra_info") or {}).get("perfci") or {}).get("profile")
-    info = entry.setdefault("extra_info", {}).setdefault("perfci", {})
-    if profile is not None:
-        info["profile"] = profile
-    return entry
+    profile = _perfci_info(first).get("profile")
+    if profile is None:
+        return second
+    return {**second, "extra_info": {**second["extra_info"], "perfci": {**_perfci_info(second), "profile": profile}}}
 
 
-def _is_pooled(entry: dict[str, Any]) -> bool:
-    info = (entry.get("extra_info") or {}).get("perfci") or {}
-    return bool(info.get("pooled_with"))
+def _perfci_info(entry: dict[str, Any]) -> dict[str, Any]:
+    return (entry.get("extra_info") or {}).get("perfci") or {}
 
 
 def annotate(verdict: RunVerdict, names: Iterable[str], first: RunVerdict, unconfirmed: Iterable[str]) -> RunVerdict:
@@ -104,19 +107,14 @@ def annotate(verdict: RunVerdict, names: Iterable[str], first: RunVerdict, uncon
     each pass read."""
     before = {o.name: o for o in first.outcomes}
     sent, missing_second = set(names), set(unconfirmed)
-    outcomes = []
-    for o in verdict.outcomes:
-        earlier = before.get(o.name)
-        if earlier is None or o.name not in sent:
-            outcomes.append(o)
-            continue
-        outcomes.append(replace(o, notes=(*o.notes, _note(o, earlier, o.name in missing_second))))
-    return replace(verdict, outcomes=tuple(outcomes))
+    outcomes = tuple(replace(o, notes=(*o.notes, _note(o, before[o.name], o.name in missing_second)))
+                     if o.name in sent else o for o in verdict.outcomes)
+    return replace(verdict, outcomes=outcomes)
 
 
 def _note(final: BenchmarkOutcome, first: BenchmarkOutcome, not_re_measured: bool) -> str:
-    first_change = first.comparison.change_pct if first.comparison else None
-    read = f"{first_change:+.2f}%" if first_change is not None else "SLOWER"
+    assert first.comparison is not None  # it was re-measured for a timing SLOWER
+    read = f"{first.comparison.change_pct:+.2f}%"
     if not_re_measured:
         return f"first pass read {read}; the second pass did not re-measure it, so the first-pass verdict stands"
     c = final.comparison

@@ -44,17 +44,12 @@ class Fingerprint:
         return asdict(self)
 
     @classmethod
-    def from_machine_info(cls, info: dict[str, Any]) -> Fingerprint:
-        known = {k: info[k] for k in cls.__dataclass_fields__ if k in info}
-        return cls(**known)
-
-    @classmethod
     def recorded(cls, info: dict[str, Any]) -> Fingerprint | None:
         """The fingerprint a result file recorded, or None (a plain pytest-benchmark file has none)."""
         if not info.get("slug"):
             return None
         try:
-            return cls.from_machine_info(info)
+            return cls(**{k: info[k] for k in cls.__dataclass_fields__ if k in info})
         except TypeError:  # a partial record (hand-made or from another version): no fingerprint to show
             return None
 

@@ -105,8 +105,7 @@ class Perf:
         self._record(measurement, profile)
         self._clock.load(measurement.samples_ms)
         self._benchmark.pedantic(self._clock.step, rounds=len(measurement.samples_ms), iterations=1)
-        session.pool(self._benchmark.fullname, self._benchmark.extra_info)
-        outcome = session.judge(self._benchmark.fullname, settings, self._benchmark.extra_info)
+        outcome = session.judge(self._benchmark.fullname, self._benchmark.extra_info)
         if outcome.failed and not session.defers(outcome):
             raise RegressionError(outcome.evidence())
         return result

@@ -49,6 +49,11 @@ class BenchmarkOutcome:
         return self.timing_failed or self.structure_failed
 
     @property
+    def only_timing_failed(self) -> bool:
+        """SLOWER on device time with no structural failure: what perfci run re-measures before failing."""
+        return self.timing_failed and not self.structure_failed
+
+    @property
     def verdict(self) -> str:
         if self.structure_failed:
             return "STRUCTURE"
@@ -170,13 +175,17 @@ def _sample(side: BenchResult | None, other: BenchResult | None) -> Sample | Non
                   run_medians_ms=side.run_medians_ms)
 
 
+def judge_result(new: BenchResult, base: ResultFile | None, drift: tuple[str, ...] = ()) -> BenchmarkOutcome:
+    """:func:`judge` with the rules and threshold the benchmark recorded (plugin and files alike)."""
+    return judge(new, base.benchmarks.get(new.name) if base else None, compared=base is not None,
+                 forbid=new.forbid, expect=new.expect, threshold=new.threshold or DEFAULT_THRESHOLD,
+                 drift=drift, known_bad=new.known_bad)
+
+
 def judge_files(new: ResultFile, base: ResultFile | None) -> RunVerdict:
     """Compare two result files (``perfci compare`` and ``perfci run``)."""
     drift = environment_drift(base.fingerprint, new.fingerprint) if base else ()
-    outcomes = [judge(result, base.benchmarks.get(name) if base else None, compared=base is not None,
-                      forbid=result.forbid, expect=result.expect, threshold=result.threshold or DEFAULT_THRESHOLD,
-                      drift=drift, known_bad=result.known_bad)
-                for name, result in new.benchmarks.items()]
+    outcomes = [judge_result(result, base, drift) for result in new.benchmarks.values()]
     # in the baseline and not run is MISSING, unless the run left it out on purpose (its paths, -k, -m)
     missing = {n for n in base.benchmarks if n not in new.benchmarks and new.intended(n)} if base else set()
     return gate(outcomes, missing)

@@ -6,6 +6,7 @@ that the clocks were not read. Nothing here changes the card's settings.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -22,14 +23,11 @@ _REASONS = {
     0x80: "hw_power_brake_slowdown",
     0x100: "display_clock_setting",
 }
-# reasons that mean the card was slowed by something other than the work itself
-DISTURBING_REASONS = frozenset(
-    {"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
-)
-# of those, the hardware slowdowns (clocks cut by half or more, external power brake) make a measurement
-# NOISY outright; the software thermal slowdown only lowers the SM clock, which the per-batch clock sees
+# reasons that mean the card was slowed by something other than the work itself: the hardware slowdowns
+# (clocks cut by half or more, external power brake) make a measurement NOISY outright; the software
+# thermal slowdown only lowers the SM clock, which the per-batch clock sees
 HARD_SLOWDOWNS = frozenset({"hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"})
-SOFT_SLOWDOWNS = DISTURBING_REASONS - HARD_SLOWDOWNS
+SOFT_SLOWDOWNS = frozenset({"sw_thermal_slowdown"})
 
 
 def decode_reasons(mask: int) -> tuple[str, ...]:
@@ -48,9 +46,6 @@ class ClockSnapshot:
     other_processes: int
 
 
-_HANDLES: dict[int, Nvml | None] = {}
-
-
 class Nvml:
     """A handle on one GPU through NVML. Create with :meth:`for_torch_device`."""
 
@@ -61,12 +56,10 @@ class Nvml:
     @classmethod
     def for_torch_device(cls, index: int) -> Nvml | None:
         """The handle for torch's device ``index``, looked up once per process (None without NVML)."""
-        if index not in _HANDLES:
-            _HANDLES[index] = cls._open(index)
-        return _HANDLES[index]
+        return _open(index)
 
     @classmethod
-    def _open(cls, index: int) -> Nvml | None:
+    def _lookup(cls, index: int) -> Nvml | None:
         try:
             import pynvml
             import torch
@@ -138,6 +131,11 @@ class Nvml:
             throttle_reasons=decode_reasons(int(mask)),
             other_processes=others,
         )
+
+
+@functools.cache
+def _open(index: int) -> Nvml | None:
+    return Nvml._lookup(index)
 
 
 def _uuid_keys(props: Any) -> list[str]:

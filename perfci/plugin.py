@@ -84,12 +84,12 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
 
 
 def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any, output_json: dict[str, Any]) -> None:
-    from perfci.results import run_scope
+    from perfci.results import DESELECTED_KEY, SCOPE_KEY, run_scope
 
     # what this session set out to run (its paths) and deselected (-k, -m, --perfci-select): a baseline
     # benchmark outside the one or inside the other was not run on purpose, so it is not MISSING
-    output_json["perfci_scope"] = run_scope(config.args, config.invocation_params.dir, config.rootpath)
-    output_json["perfci_deselected"] = sorted(config.stash.get(_DESELECTED, set()))
+    output_json[SCOPE_KEY] = run_scope(config.args, config.invocation_params.dir, config.rootpath)
+    output_json[DESELECTED_KEY] = sorted(config.stash.get(_DESELECTED, set()))
 
 
 def pytest_benchmark_compare_machine_info(config: pytest.Config, benchmarksession: Any,

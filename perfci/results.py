@@ -16,6 +16,8 @@ from perfci import stats
 from perfci.errors import BadInputError
 
 SCHEMA_VERSION = 1
+# top-level keys the plugin adds to a result file: what the run set out to run (see ResultFile.intended)
+SCOPE_KEY, DESELECTED_KEY = "perfci_scope", "perfci_deselected"
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,7 @@ def parse_results(data: dict[str, Any], path: Path, what: str = "result file") -
         result = _parse_bench(bench, path, index, what)
         parsed[result.name] = result
     gpu = header.get("gpu") or fingerprint.get("slug")
-    deselected, scope = data.get("perfci_deselected"), data.get("perfci_scope")
+    deselected, scope = data.get(DESELECTED_KEY), data.get(SCOPE_KEY)
     return ResultFile(path=path, gpu=gpu, fingerprint=fingerprint, benchmarks=parsed, header=header, raw=data,
                       deselected=frozenset(str(n) for n in deselected) if isinstance(deselected, list) else frozenset(),
                       scope=tuple(str(p) for p in scope) if isinstance(scope, list) else None)

@@ -29,6 +29,12 @@ def results_path(results_dir: Path = RESULTS_DIR, tag: str = "run") -> Path:
     return Path(results_dir) / f"{stamp}_{tag}.json"
 
 
+def sibling_results_path(path: Path, tag: str) -> Path:
+    """The result file of the same run (same stamp) with another tag: ``<stamp>_<tag>.json``."""
+    stamp = Path(path).stem.rsplit("_", 1)[0]
+    return Path(path).with_name(f"{stamp}_{tag}.json")
+
+
 def has_path_argument(pytest_args: list[str]) -> bool:
     """True when the user named test files/dirs (so the default suite is not added)."""
     takes_value = {"-k", "-m", "-p", "-c", "-o", "--rootdir", "--confcutdir", "--deselect", "--ignore"}

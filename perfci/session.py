@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from perfci.annotate import Ranges
-from perfci.confirm import pool_info
+from perfci.confirm import pool_info, pooled
 from perfci.fingerprint import Fingerprint, slugify
-from perfci.gate import BenchmarkOutcome, RunVerdict, environment_drift, gate, judge
+from perfci.gate import BenchmarkOutcome, RunVerdict, environment_drift, gate, judge_result
 from perfci.results import ResultFile, bench_from_info
 from perfci.settings import PerfSettings
 
@@ -43,26 +43,22 @@ class PerfSession:
         with self.ranges.range(f"{test} [profile]"):
             return profile_call(call, calls=settings.profile_calls, label=test, trace_path=trace_path)
 
-    def pool(self, name: str, extra_info: dict[str, Any]) -> None:
-        """In a confirmation pass, add the first pass's run median to this benchmark's record."""
-        first = self.pool_with.benchmarks.get(name) if self.pool_with else None
-        if first is None or self.pool_with is None:
-            return
-        extra_info["perfci"].update(pool_info(first, bench_from_info(name, extra_info), self.pool_with.path))
-
     def defers(self, outcome: BenchmarkOutcome) -> bool:
         """True when a failing outcome is left to the confirmation pass instead of failing its test."""
-        return self.provisional and outcome.timing_failed and not outcome.structure_failed
+        return self.provisional and outcome.only_timing_failed
 
     def deferred(self) -> tuple[BenchmarkOutcome, ...]:
         return tuple(o for o in self.outcomes if self.defers(o))
 
-    def judge(self, name: str, settings: PerfSettings, extra_info: dict[str, Any]) -> BenchmarkOutcome:
+    def judge(self, name: str, extra_info: dict[str, Any]) -> BenchmarkOutcome:
+        """This benchmark's outcome from its record; in a confirmation pass, first pooled with its
+        first-pass run (the record gains both run medians)."""
         new = bench_from_info(name, extra_info)
-        base = self.baseline.benchmarks.get(name) if self.baseline else None
-        outcome = judge(new, base, compared=self.baseline is not None, forbid=settings.forbid,
-                        expect=dict(settings.expect), threshold=settings.threshold, drift=self.drift,
-                        known_bad=settings.known_bad)
+        first = self.pool_with.benchmarks.get(name) if self.pool_with else None
+        if first is not None and self.pool_with is not None:
+            extra_info["perfci"].update(pool_info(first, new, self.pool_with.path))
+            new = pooled(first, new)
+        outcome = judge_result(new, self.baseline, self.drift)
         self.outcomes.append(outcome)
         self.executed.add(name)
         return outcome

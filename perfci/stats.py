@@ -23,18 +23,12 @@ def median(values: Sequence[float]) -> float:
     return _median_sorted(sorted(values))
 
 
-def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
-    """Distribution-free confidence interval of the median from order statistics.
+def _interval_sorted(ordered: Sequence[float], confidence: float) -> tuple[float, float]:
+    """Distribution-free confidence interval of the median of sorted values, from order statistics.
 
     Uses the normal approximation to the binomial for the ranks; with fewer than 6 values the
     interval is the full range (the data cannot say more).
     """
-    if not values:
-        raise ValueError("interval of no values")
-    return _interval_sorted(sorted(values), confidence)
-
-
-def _interval_sorted(ordered: Sequence[float], confidence: float) -> tuple[float, float]:
     n = len(ordered)
     if n < 6:
         return ordered[0], ordered[-1]

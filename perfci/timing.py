@@ -95,7 +95,8 @@ def run_engine(run_batch: BatchRunner, sample_cost_s: float, policy: SamplingPol
     rel_ci = math.inf
     while True:
         # a pipelined timer returns the batch it queued earlier, which may be larger than asked for here
-        batch = run_batch(min(per_batch, policy.max_samples - len(samples)))[: policy.max_samples - len(samples)]
+        room = policy.max_samples - len(samples)
+        batch = run_batch(min(per_batch, room))[:room]
         samples.extend(batch)
         sizes.append(len(batch))
         elapsed = clock() - t_start
@@ -421,19 +422,28 @@ def choose_normalization(measurement: Measurement, policy: SamplingPolicy, *, by
 
     if measurement.timer == "wall":
         return keep("host wall clock")
+    return _judge_clock(_normalized(measurement, policy, keep, bytes_moved=bytes_moved,
+                                    peak_bandwidth_gbps=peak_bandwidth_gbps,
+                                    reference_sm_clock_mhz=reference_sm_clock_mhz))
+
+
+def _normalized(measurement: Measurement, policy: SamplingPolicy, keep: Callable[[str], Measurement], *,
+                bytes_moved: int | None, peak_bandwidth_gbps: float | None,
+                reference_sm_clock_mhz: float | None) -> Measurement:
+    """A device-time measurement with its normalisation chosen (before the clock check)."""
     if policy.normalize == "none":
-        return _judge_clock(keep("normalisation off (normalize='none')"))
+        return keep("normalisation off (normalize='none')")
     if not measurement.sample_sm_clock_mhz or not reference_sm_clock_mhz:
-        return _judge_clock(keep("SM clock not readable through NVML"))
+        return keep("SM clock not readable through NVML")
     if policy.normalize == "auto" and bytes_moved and peak_bandwidth_gbps:
         achieved = gbps(bytes_moved, measurement.median_ms)
         if achieved >= 0.5 * peak_bandwidth_gbps:
-            return _judge_clock(keep(f"memory-bound ({achieved:.0f} GB/s, {achieved / peak_bandwidth_gbps:.0%} of "
-                                     "peak): the SM clock does not set its speed"))
-    return _judge_clock(replace(
+            return keep(f"memory-bound ({achieved:.0f} GB/s, {achieved / peak_bandwidth_gbps:.0%} of "
+                        "peak): the SM clock does not set its speed")
+    return replace(
         measurement, normalization="sm_clock", reference_sm_clock_mhz=reference_sm_clock_mhz,
         normalization_reason=f"compared at {reference_sm_clock_mhz:.0f} MHz (the card's max SM clock): "
-        "time x measured clock / reference"))
+        "time x measured clock / reference")
 
 
 def _throttled(reasons: list[str]) -> str:
@@ -461,7 +471,7 @@ def _judge_clock(m: Measurement) -> Measurement:
     moved = f"SM clock {lo:.0f}-{hi:.0f} MHz during sampling" + (f" ({', '.join(soft)})" if soft else "")
     if m.normalization == "sm_clock":
         return replace(m, normalization_reason=f"{m.normalization_reason}; {moved}, corrected per batch")
-    sens = stats.clock_sensitivity(m.gated_samples_ms, clocks)
+    sens = stats.clock_sensitivity(m.samples_ms, clocks)  # not normalised: the compared samples are these
     if sens is None:
         if hi > 1.05 * lo:  # moved, and too few batches to tell whether the times followed
             return replace(m, noise_reasons=(*m.noise_reasons, f"{moved}; too few batches to tell its effect"))
