@@ -142,8 +142,10 @@ def tma_ok(*tensors: torch.Tensor) -> bool:
     """True when every tensor can be read through a Hopper tensor descriptor (TMA).
 
     Needs: CUDA device of compute capability >= 9, last stride 1, 16-byte aligned base
-    pointer and 16-byte multiples for all other strides.
+    pointer and 16-byte multiples for all other strides; never in Triton's interpreter.
     """
+    if interpreting():
+        return False
     for t in tensors:
         if t.device.type != "cuda" or t.stride(-1) != 1:
             return False

@@ -364,7 +364,7 @@ def set_configs(kind: str, head_dim: int, configs: list[tuple]) -> None:
 def attention_path(*tensors: torch.Tensor) -> str:
     """``"hopper"`` when the Hopper configs may use tensor descriptors (TMA) for these tensors (the
     autotuner then chooses between TMA and cp.async pointer loads per shape), else ``"pointer"``."""
-    return "hopper" if tma_ok(*tensors) and not interpreting() else "pointer"
+    return "hopper" if tma_ok(*tensors) else "pointer"
 
 
 def attention_forward(

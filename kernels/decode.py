@@ -90,10 +90,6 @@ def _decode_combine(PO, PL, Out, sob, soh, sod, HQ, NSPLIT,
     tl.store(Out + b * sob + h * soh + offs_d * sod, out.to(Out.dtype.element_ty))
 
 
-def _num_sms(device: torch.device) -> int:
-    return sm_count(device, cpu_default=NUM_SMS_DEFAULT)
-
-
 def choose_splits(batch: int, heads_kv: int, len_k: int, block_n: int, num_sms: int, waves: float = 2.0) -> int:
     """KV chunks per (batch, kv head): about ``waves`` programs per SM, each chunk >= 2 tiles."""
     tiles = triton.cdiv(len_k, block_n)
@@ -134,7 +130,8 @@ def decode_attention(
         return out.zero_()
     interp = interpreting()
     bn = block_n or (16 if interp else (64 if dims.head_dim <= 128 else 32))
-    nsplit = num_splits or choose_splits(dims.batch, dims.heads_kv, dims.len_k, bn, _num_sms(q.device))
+    nsplit = num_splits or choose_splits(dims.batch, dims.heads_kv, dims.len_k, bn,
+                                              sm_count(q.device, cpu_default=NUM_SMS_DEFAULT))
     chunk = triton.cdiv(triton.cdiv(dims.len_k, nsplit), bn) * bn
     nsplit = triton.cdiv(dims.len_k, chunk)  # every chunk non-empty
     bh = dims.batch * dims.heads_q

@@ -113,7 +113,7 @@ def set_configs(configs: list[tuple]) -> None:
 
 def _tma_ok(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
     """Tensor descriptors for A, C and B (read column-major as its transpose when stride(0) == 1)."""
-    return not interpreting() and tma_ok(a, b if b.stride(1) == 1 else b.t(), c)
+    return tma_ok(a, b if b.stride(1) == 1 else b.t(), c)
 
 
 def num_sms(device: torch.device) -> int:

@@ -125,6 +125,7 @@ def inputs(section: str, case: tuple) -> Any:
 def make_fn(v: Variant):
     """The callable of one sweep variant."""
     from kernels import attention, decode, matmul
+    from kernels._checks import sm_count
 
     p = v.params
     if v.section == "fwd":
@@ -140,7 +141,8 @@ def make_fn(v: Variant):
     if v.section == "dec":
         q, k, vv = inputs("dec", v.case)
         b, _, hk, seq = v.case[:4]
-        ns = decode.choose_splits(b, hk, seq, p["bn"], decode._num_sms(q.device), waves=p["waves"])
+        sms = sm_count(q.device, cpu_default=decode.NUM_SMS_DEFAULT)
+        ns = decode.choose_splits(b, hk, seq, p["bn"], sms, waves=p["waves"])
         return partial(decode.decode_attention, q, k, vv, num_splits=ns, block_n=p["bn"], num_warps=p["w"],
                        num_stages=p["s"])
     a, bm = inputs("mm", v.case)

@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from perfci.baseline import write_atomic  # noqa: E402  (after the path insert; imports no torch)
+from scripts.detect_sim import median5_fails  # noqa: E402
 
 # planted work: n back-to-back 2048^3 bf16 GEMMs; one more GEMM is exactly 1/n more work
 SIZES = {"base": 66, "+1.5%": 67, "+3%": 68, "+6%": 70}
@@ -70,10 +71,6 @@ def gemm_worker(args: argparse.Namespace) -> None:
            "clock_mhz": m.median_sm_clock_mhz, "noisy": m.noisy, "noise": list(m.noise_reasons),
            "normalization": m.normalization, "reference_sm_clock_mhz": m.reference_sm_clock_mhz}
     write_atomic(Path(args.output), doc)
-
-
-def median5_fails(base_ms: float, new_ms: float) -> bool:
-    return (new_ms - base_ms) / base_ms > 0.05
 
 
 # -- collection (GPU) -------------------------------------------------------------------------------
@@ -136,43 +133,48 @@ def analyse_planted(root: Path) -> dict:
     five_run = [(set(subset), replace(base_sides["gated_ms"][subset[0]],
                                       run_medians_ms=tuple(bases[i]["gated_median_ms"] for i in subset)))
                 for subset in itertools.combinations(range(len(bases)), 5)] if len(bases) >= 6 else []
+    one_run = [({i}, base_sides["gated_ms"][i]) for i in range(len(bases))]
+    base_median = median([d["median_ms"] for d in bases])
+    base_gated_median = median([d["gated_median_ms"] for d in bases])
     table: dict[str, dict] = {}
     for label, variants in runs.items():
         if not variants:
             continue
+        same = label == "base"  # A/A: a process is never judged against a baseline it is part of
+        pairs = [(i, j) for i in range(len(bases)) for j in range(len(variants)) if not (same and i == j)]
+        new_sides = base_sides if same else {key: _samples(variants, key) for key in base_sides}
+        # one pass and perfci run's confirmation: a SLOWER (base, process j) is re-measured by another
+        # process k of the same size, and judged on j and k pooled; one trial per (baseline, j, k)
+        first_1, confirmed_1 = _confirmed(label, one_run, variants, new_sides["gated_ms"], same)
+        first_5, confirmed_5 = (_confirmed(label, five_run, variants, new_sides["gated_ms"], same)
+                                if five_run else ([], None))
+        raw = [compare_samples(label, base_sides["samples_ms"][i], new_sides["samples_ms"][j]).verdict
+               for i, j in pairs]
         row: dict = {"processes": len(variants),
-                     "measured_change": median([d["median_ms"] for d in variants]) / median(
-                         [d["median_ms"] for d in bases]) - 1,
-                     "gated_change": median([d["gated_median_ms"] for d in variants]) / median(
-                         [d["gated_median_ms"] for d in bases]) - 1,
+                     "measured_change": median([d["median_ms"] for d in variants]) / base_median - 1,
+                     "gated_change": median([d["gated_median_ms"] for d in variants]) / base_gated_median - 1,
                      "clocks_mhz": [round(d["clock_mhz"] or 0.0) for d in variants],
-                     "noisy_runs": sum(d["noisy"] for d in variants)}
-        pairs = [(i, j) for i in range(len(bases)) for j in range(len(variants))
-                 if not (label == "base" and i == j)]
-        new_sides = {key: _samples(variants, key) for key in base_sides}
-        for mode, key in (("perfci", "gated_ms"), ("perfci_raw", "samples_ms")):
-            verdicts = [compare_samples(label, base_sides[key][i], new_sides[key][j]).verdict for i, j in pairs]
-            row[mode] = _counts(verdicts, len(pairs))
-        row["median5"] = {"pairs": len(pairs), "slower": sum(
-            median5_fails(bases[i]["median_ms"], variants[j]["median_ms"]) for i, j in pairs)}
+                     "noisy_runs": sum(d["noisy"] for d in variants),
+                     "perfci": _counts(first_1, len(first_1)),
+                     "perfci_raw": _counts(raw, len(pairs)),
+                     "median5": {"pairs": len(pairs), "slower": sum(
+                         median5_fails(bases[i]["median_ms"], variants[j]["median_ms"]) for i, j in pairs)}}
         if five_run:
-            verdicts = [compare_samples(label, base, new).verdict for subset, base in five_run
-                        for j, new in enumerate(new_sides["gated_ms"]) if not (label == "base" and j in subset)]
-            row["perfci_5run"] = _counts(verdicts, len(verdicts))
-        # perfci run's confirmation: a SLOWER (base, process j) is re-measured by another process k of the
-        # same size, and judged on j and k pooled; one trial per (baseline, j, k)
-        one_run = [({i}, base_sides["gated_ms"][i]) for i in range(len(bases))]
-        for mode, baselines in (("perfci_confirmed", one_run), ("perfci_5run_confirmed", five_run)):
-            if baselines:
-                row[mode] = _confirmed(label, baselines, variants, new_sides["gated_ms"], label == "base")
+            row["perfci_5run"] = _counts(first_5, len(first_5))
+        row["perfci_confirmed"] = confirmed_1
+        if five_run:
+            row["perfci_5run_confirmed"] = confirmed_5
         table[label] = row
     return {"gpu": bases[0]["gpu"], "fingerprint": bases[0].get("fingerprint"), "sizes": table}
 
 
-def _confirmed(label: str, baselines: list, docs: list[dict], sides: list, same_processes: bool) -> dict:
-    """Trials (baseline, first process j, confirming process k) and how many ended SLOWER after pooling."""
+def _confirmed(label: str, baselines: list, docs: list[dict], sides: list, same_processes: bool) -> tuple[list, dict]:
+    """The one-pass verdicts of every (baseline, process j), and the confirmation trials (baseline, j,
+    confirming process k) with how many ended SLOWER after pooling."""
     from perfci.compare import Verdict, compare_samples
 
+    pooled: dict[tuple[int, int], object] = {}  # the pooled side of (j, k): j's run median, then k's
+    first_verdicts = []
     trials = slower = first_slower = 0
     for used, base in baselines:
         for j, first in enumerate(sides):
@@ -180,14 +182,17 @@ def _confirmed(label: str, baselines: list, docs: list[dict], sides: list, same_
                 continue
             others = [k for k in range(len(sides)) if k != j and not (same_processes and k in used)]
             trials += len(others)
-            if compare_samples(label, base, first).verdict is not Verdict.SLOWER:
+            verdict = compare_samples(label, base, first).verdict
+            first_verdicts.append(verdict)
+            if verdict is not Verdict.SLOWER:
                 continue
             first_slower += len(others)
             for k in others:
-                # the pooled side, as perfci.confirm.pooled records it: j's run median, then k's
-                pooled = replace(sides[k], run_medians_ms=(docs[j]["gated_median_ms"], docs[k]["gated_median_ms"]))
-                slower += compare_samples(label, base, pooled).verdict is Verdict.SLOWER
-    return {"pairs": trials, "slower": slower, "first_pass_slower": first_slower}
+                if (j, k) not in pooled:  # as perfci.confirm.pooled records it
+                    pooled[j, k] = replace(sides[k], run_medians_ms=(docs[j]["gated_median_ms"],
+                                                                     docs[k]["gated_median_ms"]))
+                slower += compare_samples(label, base, pooled[j, k]).verdict is Verdict.SLOWER
+    return first_verdicts, {"pairs": trials, "slower": slower, "first_pass_slower": first_slower}
 
 
 def _counts(verdicts: list, pairs: int) -> dict:
@@ -243,17 +248,23 @@ def _suite_confirmed(root: Path, runs: list) -> dict:
     if len(runs) < 3:
         return {}
     first_alarms, confirmed, compared = [], [], 0
+    baselines: dict[frozenset, object] = {}  # (i, k) and (k, i) leave the same runs out
     for i, k in itertools.permutations(range(len(runs)), 2):
-        others = [r for j, r in enumerate(runs) if j not in (i, k)]
-        base = parse_results(make_baseline(others, gpu=runs[i].gpu or "", force=True),
-                             root / f"baseline_without_{i}_{k}.json", "baseline")
+        pair = frozenset((i, k))
+        if pair not in baselines:
+            others = [r for j, r in enumerate(runs) if j not in pair]
+            baselines[pair] = parse_results(make_baseline(others, gpu=runs[i].gpu or "", force=True),
+                                            root / f"baseline_without_{min(pair)}_{max(pair)}.json", "baseline")
+        base = baselines[pair]
         first = judge_files(runs[i], base)
         compared += len(first.outcomes)
         names = to_confirm(first)
         first_alarms += [(i, k, n) for n in names]
-        merged = replace(runs[i], benchmarks={**runs[i].benchmarks, **{
-            n: pooled(runs[i].benchmarks[n], runs[k].benchmarks[n]) for n in names if n in runs[k].benchmarks}})
-        final = judge_files(merged, base)
+        final = first
+        if names:
+            merged = replace(runs[i], benchmarks={**runs[i].benchmarks, **{
+                n: pooled(runs[i].benchmarks[n], runs[k].benchmarks[n]) for n in names if n in runs[k].benchmarks}})
+            final = judge_files(merged, base)
         confirmed += [(i, k, o.name, o.comparison.change_pct) for o in final.outcomes if o.timing_failed]
     return {"baseline_runs": len(runs) - 2, "comparisons": compared, "first_pass_false_alarms": len(first_alarms),
             "false_alarms": confirmed}

@@ -9,7 +9,6 @@ the card's max, and the slope of log time on log clock (-1: the time follows the
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -27,6 +26,7 @@ def main() -> int:
     import torch.nn.functional as F
 
     from perfci import stats
+    from perfci.baseline import write_atomic
     from perfci.clockprobe import ClockProbe
     from perfci.fingerprint import detect
     from perfci.nvml import Nvml
@@ -74,8 +74,7 @@ def main() -> int:
             fit = stats.loglog_fit(clocks, times)
             slope = fit[0] if fit else float("nan")
             row = {"workload": name, "spin_cycles": spin, "batch_ms": statistics.median(times),
-                   "cv_time": statistics.stdev(times) / statistics.fmean(times),
-                   "cv_time_x_clock": statistics.stdev(cycles) / statistics.fmean(cycles),
+                   "cv_time": _cv(times), "cv_time_x_clock": _cv(cycles),
                    "probe_mhz_mean": statistics.fmean(clocks), "probe_mhz_min": min(clocks),
                    "probe_mhz_max": max(clocks), "probe_mhz_distinct": len(set(round(m, 3) for m in clocks)),
                    "nvml_mhz": nvml_mhz, "slope": slope}
@@ -84,9 +83,12 @@ def main() -> int:
                   f"CV time*clock {row['cv_time_x_clock']:.2%}  probe {row['probe_mhz_mean']:.0f} MHz "
                   f"({row['probe_mhz_min']:.0f}-{row['probe_mhz_max']:.0f}, {row['probe_mhz_distinct']} values)  "
                   f"NVML {nvml_mhz}  slope {slope:+.2f}", flush=True)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1))
+    write_atomic(Path(args.out), result)
     return 0
+
+
+def _cv(values: list[float]) -> float:
+    return statistics.stdev(values) / statistics.fmean(values)
 
 
 if __name__ == "__main__":

@@ -40,10 +40,14 @@ def process_samples(
     return x
 
 
+def median5_fails(base_ms: float, new_ms: float, pct: float = 5.0) -> bool:
+    """pytest-benchmark's ``--benchmark-compare-fail=median:5%`` on two medians."""
+    return (new_ms - base_ms) / base_ms * 100.0 > pct
+
+
 def pytest_benchmark_flags(base: np.ndarray, new: np.ndarray, pct: float = 5.0) -> bool:
-    """pytest-benchmark --benchmark-compare-fail=median:5%."""
-    b, w = float(np.median(base)), float(np.median(new))
-    return (w - b) / b * 100.0 > pct
+    """pytest-benchmark --benchmark-compare-fail=median:5% on two processes' samples."""
+    return median5_fails(float(np.median(base)), float(np.median(new)), pct)
 
 
 def rates(spread: float, slowdown: float, trials: int, n: int, settings: CompareSettings, seed: int):

@@ -26,8 +26,8 @@ def test_copy_then_add(perf):
 FAST = ["--perfci-max-time=0.05", "--perfci-min-time=0.01"]
 
 
-def perfci(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "perfci", *args], cwd=cwd, capture_output=True, text=True,
+def perfci(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "perfci", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           check=False)
 
 

@@ -13,8 +13,7 @@ from perfci.compare import Sample, Verdict, compare_samples
 from perfci.confirm import annotate, merge, pooled, pooled_run_medians, to_confirm
 from perfci.gate import judge_files
 from perfci.results import parse_results
-
-FAST = ["--perfci-max-time=0.05", "--perfci-min-time=0.01", "-p", "no:cacheprovider"]
+from tests.test_plugin import FAST, MUL_TEST
 
 
 def samples(level_ms: float, seed: int, n: int = 400) -> list[float]:
@@ -121,13 +120,7 @@ def test_two_runs_against_a_one_run_baseline_use_the_default_floor_unless_they_d
     assert compare_samples("k", base, close).verdict is Verdict.SLOWER
 
 
-MUL_TESTS = """
-import torch
-
-def test_mul(perf):
-    x = torch.randn(256)
-    perf(torch.mul, x, x)
-
+MUL_TESTS = MUL_TEST + """
 def test_add(perf):
     x = torch.randn(256)
     perf(torch.add, x, x)
@@ -208,21 +201,22 @@ def _drive(tmp_path, monkeypatch, second: str):
     target.parent.mkdir(parents=True)
     target.write_text(json.dumps(base_doc))
     calls = []
+    first_doc = result_doc({"t::steady": 1.0, "t::slowed": 1.05, "t::blip": 2.0}, seed=2)
+    first_doc["machine_info"]["perfci"] = machine
 
     def fake_run_suite(args, *, out, baselines, extra=None):
         calls.append(list(extra or []))
         out.parent.mkdir(parents=True, exist_ok=True)
         if "--perfci-provisional" in (extra or []):
-            doc = result_doc({"t::steady": 1.0, "t::slowed": 1.05, "t::blip": 2.0}, seed=2)
-            doc["machine_info"]["perfci"] = machine
-            out.write_text(json.dumps(doc))
+            out.write_text(json.dumps(first_doc))
             return SuiteRun(out, 0)
         if second == "interrupted":
             raise InfrastructureError("interrupted")
         if second == "empty":  # pytest-benchmark creates the --benchmark-json file before anything runs
             out.write_text("")
             return SuiteRun(out, 5)
-        first_median = float(np.median(samples(1.05, 200 + 1)))
+        first_median = next(b for b in first_doc["benchmarks"]
+                            if b["fullname"] == "t::slowed")["extra_info"]["perfci"]["median_ms"]
         doc = result_doc({"t::slowed": 1.05}, seed=3, run_medians={"t::slowed": [first_median, 1.05]},
                          pooled_with="first.json")
         out.write_text(json.dumps(doc))

@@ -202,7 +202,7 @@ def test_structural_regression_fails_only_the_offending_test_with_its_line(pytes
     pytester.makepyfile(test_ops=clean.replace("return x.neg()", "return x.t().contiguous().neg()"))
     line = next(i for i, text in enumerate((pytester.path / "test_ops.py").read_text().splitlines(), 1)
                 if "contiguous" in text)
-    res = pytester.runpytest_subprocess(*FAST, "--perfci-baselines=bl")
+    res = run(pytester, "--perfci-baselines=bl")
     res.assert_outcomes(passed=1, failed=1)
     out = res.stdout.str()
     assert "test_ops.py::test_changed regressed" in out

@@ -81,17 +81,15 @@ def test_steady(perf):
 
 def test_perfci_run_fails_a_slowdown_only_when_a_second_fresh_process_confirms_it(tmp_path):
     import os
-    import subprocess
-    import sys
+
+    from tests.test_cli import perfci as run_perfci
 
     suite = tmp_path / "tests" / "perf"
     suite.mkdir(parents=True)
     (suite / "test_planted.py").write_text(PLANTED_SUITE)
 
-    def perfci(*args: str, cycles: int = 200000) -> subprocess.CompletedProcess:
-        env = {**os.environ, "PLANT_CYCLES": str(cycles)}
-        return subprocess.run([sys.executable, "-m", "perfci", *args], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, check=False)
+    def perfci(*args: str, cycles: int = 200000):
+        return run_perfci(*args, cwd=tmp_path, env={**os.environ, "PLANT_CYCLES": str(cycles)})
 
     timing = ["--perfci-max-time=1.5", "--perfci-min-time=0.5", "-p", "no:cacheprovider"]
     update = perfci("baseline", "update", "--runs", "2", "--force", "--", *timing)  # any NOISY: still a base

@@ -1,7 +1,6 @@
-"""Kernel tests: on a machine without a CUDA GPU they run through Triton's CPU interpreter.
-
-``TRITON_INTERPRET=1`` must be set before any kernel module is imported (``triton.jit`` reads it when
-it decorates), so it is set here, at conftest import.  Tests marked ``gpu`` are skipped without CUDA.
+"""Kernel tests: on a machine without a CUDA GPU they run through Triton's CPU interpreter
+(``TRITON_INTERPRET=1``, set by ``tests/conftest.py`` before any kernel module is imported).
+Tests marked ``gpu`` are skipped without CUDA.
 """
 
 from __future__ import annotations
@@ -12,8 +11,6 @@ import pytest
 import torch
 
 HAS_CUDA = torch.cuda.is_available()
-if not HAS_CUDA:
-    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 DEVICE = "cuda" if HAS_CUDA else "cpu"
 
