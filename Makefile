@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml Makefile | $(PY)
 	@$(PYTHON) -c "import site, sys; print('\n'.join(site.getsitepackages()) if sys.prefix != sys.base_prefix else '')" \
 		> "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/_perfci_parent_site.pth"
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_PIN)"
-	$(PY) -m pip install -q --no-build-isolation -e . || { echo "make: pip could not resolve the \
+	$(PY) -m pip install -q --no-build-isolation -e ".[test]" || { echo "make: pip could not resolve the \
 	dependencies (offline?); installing perfci alone, using what is importable"; \
 	$(PY) -m pip install -q --no-build-isolation --no-deps -e .; }
 	@$(PY) -m ruff --version >/dev/null 2>&1 || $(PY) -m pip install -q ruff \
