@@ -10,14 +10,12 @@ and of two concurrent writers one wins whole.
 from __future__ import annotations
 
 import datetime as dt
-import json
-import os
-import tempfile
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from perfci.errors import BadInputError, UsageError
-from perfci.results import DESELECTED_KEY, SCHEMA_VERSION, SCOPE_KEY, ResultFile, load_results
+from perfci.fingerprint import require_same_gpu
+from perfci.record import SCHEMA_VERSION, ResultFile, load_results
 
 BASELINE_FILE = "0001_baseline.json"
 # fresh-process runs `perfci baseline update` makes on a GPU by default: one-run baselines caught a
@@ -44,14 +42,11 @@ def describe_available(root: Path) -> str:
 def load_baseline(path: Path, *, gpu: str | None = None) -> ResultFile:
     """Load and validate one baseline file; with ``gpu``, refuse a baseline of another GPU model."""
     result = load_results(Path(path), what="baseline")
-    header = result.header
-    if "schema_version" not in header:
+    if "schema_version" not in result.header:
         raise BadInputError(f"baseline {path} has no perfci header (schema_version)",
                             hint="write baselines with `perfci baseline update`")
-    if gpu is not None and result.gpu != gpu:
-        root = Path(path).parent.parent
-        raise BadInputError(f"baseline {path} was measured on {result.gpu}, this machine is {gpu}: refusing "
-                            f"to compare across GPU models", hint=describe_available(root))
+    require_same_gpu(result.gpu, gpu, first_what=f"baseline {path}", second_what="this machine",
+                     hint=describe_available(Path(path).parent.parent))
     return result
 
 
@@ -72,29 +67,12 @@ def load_or_empty(root: Path, gpu: str) -> tuple[ResultFile, str]:
     return base, f"compared with {base.path}"
 
 
-def write_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Write JSON so that readers see the old file or the new one, never a torn one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(data, indent=1, sort_keys=False, ensure_ascii=True) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def make_baseline(runs: list[ResultFile], *, gpu: str, force: bool = False) -> dict[str, Any]:
-    """Build a baseline document from one or more result files of the same GPU.
+def make_baseline(runs: list[ResultFile], *, gpu: str, force: bool = False, path: Path | None = None) -> ResultFile:
+    """A baseline from one or more result files of the same GPU (write it with ``record.write_results``).
 
     The first run's samples are kept; with several runs, each benchmark also stores the per-run
-    medians (``run_medians_ms``), which the comparison uses as the between-run noise floor.
-    A run marked NOISY is refused unless ``force``.
+    medians (``run_medians_ms``), which the comparison uses as the between-run noise floor and whose
+    mean is the baseline's level. A run with NOISY device times is refused unless ``force``.
     """
     if not runs:
         raise UsageError("no result files to make a baseline from")
@@ -109,23 +87,19 @@ def make_baseline(runs: list[ResultFile], *, gpu: str, force: bool = False) -> d
                              "not writing a baseline from them",
                              hint="re-run on a quiet GPU, or pass --force to accept them")
     first = runs[0]
-    doc = json.loads(json.dumps(first.raw))
-    for key in (DESELECTED_KEY, SCOPE_KEY):  # a baseline stands for every benchmark it holds
-        doc.pop(key, None)
-    for bench in doc["benchmarks"]:
-        info = bench.setdefault("extra_info", {}).setdefault("perfci", {})
-        # per-run medians of the compared samples: the between-run noise floor of this benchmark
-        medians = [round(r.benchmarks[bench["fullname"]].gated_median_ms, 7) for r in runs
-                   if bench["fullname"] in r.benchmarks]
-        if len(medians) > 1:
-            info["run_medians_ms"] = medians
-        bench.get("stats", {}).pop("data", None)
-    doc["perfci"] = {
-        "schema_version": SCHEMA_VERSION,
-        "gpu": gpu,
-        "written": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "runs": len(runs),
-        "sources": [str(r.path) for r in runs],
-        "forced": bool(force),
-    }
-    return doc
+
+    def kept(name: str) -> tuple[float, ...]:
+        medians = tuple(round(r.benchmarks[name].compared_median_ms, 7) for r in runs if name in r.benchmarks)
+        return medians if len(medians) > 1 else ()
+
+    records = [replace(rec, run_medians_ms=kept(rec.name) or rec.run_medians_ms, pooled_with=None,
+                       first_pass_median_ms=None,
+                       entry={**rec.entry, "stats": {k: v for k, v in (rec.entry.get("stats") or {}).items()
+                                                     if k != "data"}})
+               for rec in first.benchmarks.values()]
+    header = {"schema_version": SCHEMA_VERSION, "gpu": gpu,
+              "written": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "runs": len(runs),
+              "sources": [str(r.path) for r in runs], "forced": bool(force)}
+    # a baseline stands for every benchmark it holds: no scope, nothing deselected
+    return first.with_benchmarks(records, path=Path(path or first.path), header=header, scope=None,
+                                 deselected=frozenset())

@@ -1,20 +1,13 @@
-"""Where perfci meets pytest-benchmark's internals: the GPU-keyed storage id, foreign-GPU refusal,
-and the session object built from pytest options. Kept in one place so a pytest-benchmark upgrade
-touches one file.
+"""Where perfci meets pytest-benchmark's internals: the GPU-keyed storage id and the refusal of a
+compare across GPU models. Kept in one place so a pytest-benchmark upgrade touches one file.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from perfci.baseline import load_or_empty
-from perfci.errors import BadInputError
-from perfci.fingerprint import Fingerprint
-from perfci.results import load_results
-from perfci.session import PerfSession
-from perfci.settings import PerfSettings
+from perfci.fingerprint import require_same_gpu
 
 _original_machine_id: Callable[[], str] | None = None
 
@@ -49,19 +42,5 @@ def refuse_foreign_gpu(machine_info: dict[str, Any], compared: dict[str, Any]) -
     """A compare across GPU models is refused (explicit file paths can point anywhere)."""
     ours = (machine_info.get("perfci") or {}).get("slug")
     theirs = ((compared.get("machine_info") or {}).get("perfci") or {}).get("slug")
-    if ours and theirs and ours != theirs:
-        raise BadInputError(f"the compared run was measured on {theirs}, this machine is {ours}: "
-                            "refusing to compare across GPU models",
-                            hint="compare with a run of this GPU (.benchmarks/*-" + ours + "/)")
-
-
-def make_session(getoption: Callable[[str], Any], fingerprint: Fingerprint) -> PerfSession:
-    settings = PerfSettings.from_pytest_options(getoption)
-    pool_with = getoption("perfci_pool_with")
-    session = PerfSession(fingerprint=fingerprint, settings=settings, provisional=bool(getoption("perfci_provisional")),
-                          pool_with=load_results(Path(pool_with), "first-pass result file") if pool_with else None)
-    root = getoption("perfci_baselines")
-    if root:
-        session.set_baseline(*load_or_empty(Path(root), fingerprint.slug))
-    return session
-
+    require_same_gpu(theirs, ours, first_what="the compared run", second_what="this machine",
+                     hint=f"compare with a run of this GPU (.benchmarks/*-{ours}/)")

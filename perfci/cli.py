@@ -10,6 +10,7 @@ from pathlib import Path
 from perfci import __version__
 from perfci.baseline import GPU_BASELINE_RUNS
 from perfci.errors import EXIT_USAGE, PerfCIError, UsageError
+from perfci.profilers import PROFILERS
 
 EPILOG = "exit codes: 0 no regression, 1 regression, 2 usage or bad input, 3 infrastructure (GPU/tool missing)"
 
@@ -44,9 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "(--nsys) or Nsight Compute (--ncu); print a kernel table per benchmark and keep the "
                           "report files. Unknown options go to pytest.", epilog=EPILOG)
     tool = prof.add_mutually_exclusive_group()
-    tool.add_argument("--torch", dest="tool", action="store_const", const="torch", help="torch.profiler (default)")
-    tool.add_argument("--nsys", dest="tool", action="store_const", const="nsys", help="Nsight Systems")
-    tool.add_argument("--ncu", dest="tool", action="store_const", const="ncu", help="Nsight Compute")
+    for index, (name, profiler) in enumerate(PROFILERS.items()):
+        tool.add_argument(f"--{name}", dest="tool", action="store_const", const=name,
+                          help=profiler.help + (" (default)" if index == 0 else ""))
     prof.add_argument("-k", dest="keyword", default=None, help="pytest -k expression selecting benchmarks")
     prof.add_argument("-o", "--out", type=Path, default=Path("reports/profile"), help="where profiler files go")
 

@@ -6,8 +6,6 @@ import argparse
 import json
 import shutil
 import sys
-from dataclasses import replace
-from pathlib import Path
 
 from perfci.baseline import (
     GPU_BASELINE_RUNS,
@@ -16,36 +14,17 @@ from perfci.baseline import (
     describe_available,
     load_baseline,
     load_for_gpu,
-    load_or_empty,
     make_baseline,
-    write_atomic,
 )
-from perfci.confirm import annotate, merge, to_confirm
-from perfci.errors import (
-    EXIT_INFRASTRUCTURE,
-    EXIT_OK,
-    EXIT_REGRESSION,
-    BadInputError,
-    InfrastructureError,
-    PerfCIError,
-    UsageError,
-)
-from perfci.fingerprint import Fingerprint, detect
+from perfci.errors import EXIT_OK, EXIT_REGRESSION, BadInputError, UsageError
+from perfci.fingerprint import Fingerprint, detect, require_same_gpu
 from perfci.gate import RunVerdict, judge_files
-from perfci.report import github_outputs, headline, in_github_actions, terminal_table, write_report
-from perfci.results import ResultFile, load_results
-from perfci.runner import (
-    PYTEST_FAILED,
-    PYTEST_INTERNAL,
-    PYTEST_INTERRUPTED,
-    PYTEST_NO_TESTS,
-    PYTEST_OK,
-    confirmation_args,
-    pytest_exit_to_perfci,
-    results_path,
-    run_suite,
-    sibling_results_path,
-)
+from perfci.kernelrows import format_rows
+from perfci.pipeline import RunOptions, measure_runs, run
+from perfci.profilers import PROFILERS
+from perfci.record import ResultFile, load_results, write_results
+from perfci.report import headline, terminal_table, write_report
+from perfci.runner import PYTEST_OK
 
 
 def dispatch(args: argparse.Namespace, rest: list[str]) -> int:
@@ -79,149 +58,45 @@ def _mode_line(fp: Fingerprint) -> str:
 def cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
     fp = detect()
     print(_mode_line(fp), flush=True)
-    baselines = None if args.no_compare else args.baselines
-    baseline = None
-    if baselines is not None:
-        if args.require_baseline and not baseline_path(baselines, fp.slug).exists():
-            raise BadInputError(f"no baseline for {fp.slug} in {baselines}",
-                                hint=describe_available(baselines) + "; write one with `perfci baseline update`")
-        baseline, note = load_or_empty(baselines, fp.slug)  # bad files fail here, before the long run
-        print(f"perfci: {note}")
-    confirming = baselines is not None and not args.no_confirm
-    suite = run_suite(rest, out=results_path(args.results_dir), baselines=baselines,
-                      extra=["--perfci-provisional"] if confirming else None)
-    settled = pytest_exit_to_perfci(suite.pytest_exit)
-    if settled is not None:
-        print(f"perfci: pytest exited {suite.pytest_exit}: "
-              + ("no benchmarks were collected" if suite.pytest_exit == PYTEST_NO_TESTS else "see its output above"),
-              file=sys.stderr)
-        return settled
-    if not suite.results_path.exists():
-        raise InfrastructureError(f"pytest wrote no result file ({suite.results_path})")
-    new = load_results(suite.results_path)
-    verdict = judge_files(new, baseline)
-    interrupted, names = False, to_confirm(verdict) if confirming else ()
-    if names:
-        new, verdict, interrupted = _confirm(rest, new, verdict, names, baseline, baselines)
-    paths = write_report([r for r in (baseline, new) if r is not None and r.benchmarks], verdict, args.report_dir,
-                         f"perfci run on {fp.name}")
+    options = RunOptions(pytest_args=tuple(rest), baselines=None if args.no_compare else args.baselines,
+                         results_dir=args.results_dir, report_dir=args.report_dir, confirm=not args.no_confirm,
+                         require_baseline=args.require_baseline)
+    outcome = run(options, fp)
     # pytest already printed the per-benchmark table; here the verdict from the files, and the evidence
-    print(headline(verdict, fp))
-    for outcome in verdict.regressions:
-        print(outcome.evidence())
-    print(f"perfci: results {new.path}; report {', '.join(str(p) for p in paths)}")
-    if confirming and in_github_actions():  # the passes left these to the final verdict
-        github_outputs(verdict, fp, Path.cwd())
-    if interrupted:
-        print("perfci: the confirmation pass was interrupted; the verdict above stands on the first pass "
-              "for what it did not re-measure", file=sys.stderr)
-        return EXIT_INFRASTRUCTURE
-    if suite.pytest_exit == PYTEST_FAILED and not verdict.regressions:
-        print("perfci: some tests failed or errored for reasons other than a perf regression (see above)",
-              file=sys.stderr)
-        return EXIT_REGRESSION
-    return verdict.exit_code
-
-
-def _confirm(rest: list[str], first: ResultFile, first_verdict: RunVerdict, names: tuple[str, ...],
-             baseline: ResultFile | None, baselines: Path) -> tuple[ResultFile, RunVerdict, bool]:
-    """Re-measure ``names`` (the first pass's timing SLOWERs) in a fresh process; the run's result
-    pools the two.
-
-    Files: the first pass is copied to ``*_first.json``, the second pass is ``*_confirm.json``, and the
-    merged result (what the verdict is taken on) replaces ``*_run.json`` atomically. When the second
-    pass measures nothing (crash, skip, error, interruption) the first-pass verdicts stand, said so,
-    and the report is still written; the third value is True when it was interrupted.
-    """
-    run_path = first.path
-    first_path, second_path = sibling_results_path(run_path, "first"), sibling_results_path(run_path, "confirm")
-    shutil.copyfile(run_path, first_path)
-    first = replace(first, path=first_path)
-    print(f"perfci: {len(names)} benchmark(s) read SLOWER in this pass; re-measuring them in a fresh process "
-          "before failing (perfci run --no-confirm skips this):", flush=True)
-    for name in names:
-        print(f"  {name}", flush=True)
-    second, why_not, interrupted = None, "", False
-    try:
-        done = run_suite(confirmation_args(rest), out=second_path, baselines=baselines,
-                         extra=[f"--perfci-pool-with={first_path}", *(f"--perfci-select={n}" for n in names)])
-        interrupted = done.pytest_exit in (PYTEST_INTERRUPTED, PYTEST_INTERNAL)
-        second = load_results(second_path)
-        why_not = f"pytest exit {done.pytest_exit}"
-    except PerfCIError as exc:  # interrupted (Ctrl-C), or no usable result file (crash, nothing collected)
-        interrupted = interrupted or isinstance(exc, InfrastructureError)
-        why_not = str(exc)
-    merged, unconfirmed = merge(first, second if second is not None else ResultFile.empty(second_path, ""), names,
-                                path=run_path)
-    if unconfirmed:
-        print(f"perfci: the confirmation pass did not re-measure {len(unconfirmed)} benchmark(s) ({why_not}): "
-              "their first-pass verdicts stand", file=sys.stderr)
-    write_atomic(run_path, merged.raw)
-    verdict = annotate(judge_files(merged, baseline), names, first_verdict, unconfirmed)
-    for outcome in verdict.outcomes:
-        if outcome.name in names:
-            print(f"perfci: {outcome.name}: {outcome.notes[-1]}")
-    return merged, verdict, interrupted
+    print(headline(outcome.verdict, fp))
+    for regressed in outcome.verdict.regressions:
+        print(regressed.evidence())
+    print(f"perfci: results {outcome.result.path}; report {', '.join(str(p) for p in outcome.report_paths)}")
+    for message in outcome.messages:
+        print(message, file=sys.stderr)
+    return outcome.exit_code
 
 
 def cmd_profile(args: argparse.Namespace, rest: list[str]) -> int:
-    tool = args.tool or "torch"
-    pytest_args = list(rest)
-    if args.keyword:
-        pytest_args += ["-k", args.keyword]
-    if tool == "torch":
-        return _profile_torch(args, pytest_args)
-    from perfci.nsight import profile_with
-
-    return profile_with(tool, pytest_args, args.out)
-
-
-def _profile_torch(args: argparse.Namespace, pytest_args: list[str]) -> int:
-    from perfci.trace import KernelProfile, format_profile_table
-
-    out = args.out
-    traces = out / "traces"
-    suite = run_suite(pytest_args, out=out / "results.json", baselines=None,
-                      extra=[f"--perfci-trace-dir={traces}", "--perfci-max-time=0.5", "--perfci-min-time=0.1"])
-    settled = pytest_exit_to_perfci(suite.pytest_exit)
-    if settled is not None:
-        return settled
-    result = load_results(suite.results_path)
-    for name, bench in result.benchmarks.items():
-        print(f"\n== {name}")
-        if bench.profile is None:
-            print("   (no profile recorded)")
-            continue
-        print(format_profile_table(KernelProfile.from_dict(bench.profile)))
-    print(f"\nperfci: traces (Chrome/Perfetto JSON) in {traces}; results {suite.results_path}")
-    return EXIT_OK if suite.pytest_exit == PYTEST_OK else EXIT_REGRESSION
+    profiler = PROFILERS[args.tool or "torch"]
+    pytest_args = list(rest) + (["-k", args.keyword] if args.keyword else [])
+    done = profiler.run(pytest_args, args.out, {})
+    if done.rows:
+        print(format_rows(done.rows, metrics=done.metrics))
+    for note in done.notes:
+        print(f"note: {note}")
+    if done.files:
+        print(f"\nperfci: {profiler.name} files in {args.out}")
+    return EXIT_OK if done.pytest_exit == PYTEST_OK else EXIT_REGRESSION
 
 
 def cmd_baseline_update(args: argparse.Namespace, rest: list[str]) -> int:
     fp = detect()
     print(_mode_line(fp), flush=True)
-    if args.runs is None:
-        args.runs = GPU_BASELINE_RUNS if fp.gpu_available and not args.sources else 1
-    if args.runs < 1:
-        raise UsageError(f"--runs must be at least 1, got {args.runs}")
-    if args.sources:
-        runs = [load_results(p) for p in args.sources]
-    else:
-        runs = []
-        for i in range(args.runs):
-            print(f"perfci: baseline run {i + 1}/{args.runs}", flush=True)
-            suite = run_suite(rest, out=results_path(args.results_dir, "baseline"), baselines=None)
-            settled = pytest_exit_to_perfci(suite.pytest_exit)
-            if settled is not None:
-                return settled
-            if suite.pytest_exit != 0:
-                raise UsageError("the suite failed: not writing a baseline from a failing run",
-                                 hint="fix the failing tests first")
-            runs.append(load_results(suite.results_path))
-    doc = make_baseline(runs, gpu=fp.slug, force=args.force)
+    runs_wanted = args.runs if args.runs is not None else (GPU_BASELINE_RUNS if fp.gpu_available and not args.sources
+                                                             else 1)
+    if runs_wanted < 1:
+        raise UsageError(f"--runs must be at least 1, got {runs_wanted}")
+    runs = ([load_results(p) for p in args.sources] if args.sources
+            else measure_runs(rest, runs_wanted, args.results_dir))
     target = baseline_path(args.baselines, fp.slug)
-    write_atomic(target, doc)
-    print(f"perfci: wrote {target} ({len(doc['benchmarks'])} benchmarks, {len(runs)} run(s))")
+    written = write_results(make_baseline(runs, gpu=fp.slug, force=args.force, path=target))
+    print(f"perfci: wrote {written} ({len(runs[0].benchmarks)} benchmarks, {len(runs)} run(s))")
     return EXIT_OK
 
 
@@ -255,15 +130,9 @@ def cmd_baseline_list(args: argparse.Namespace, rest: list[str]) -> int:
     return EXIT_OK
 
 
-def _same_gpu(old: ResultFile, new: ResultFile) -> None:
-    if old.gpu and new.gpu and old.gpu != new.gpu:
-        raise BadInputError(f"{old.path} was measured on {old.gpu} and {new.path} on {new.gpu}: "
-                            "refusing to compare across GPU models", hint="compare two runs of one GPU model")
-
-
 def _judge_pair(old: ResultFile, new: ResultFile) -> tuple[RunVerdict, Fingerprint]:
     """The verdict of ``new`` against ``old`` (one GPU model only), and the fingerprint to show with it."""
-    _same_gpu(old, new)
+    require_same_gpu(old.gpu, new.gpu, first_what=str(old.path), second_what=str(new.path))
     return judge_files(new, old), Fingerprint.recorded(new.fingerprint) or detect()
 
 

@@ -88,8 +88,6 @@ GEMM whose within-run IQR is 10-15 %); a planted +3 % (re-quantized to 32 ns) wa
 
 from __future__ import annotations
 
-import enum
-import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -99,9 +97,12 @@ import numpy as np
 
 from perfci import stats
 from perfci.errors import BadInputError, UsageError
+from perfci.stats import normal_quantile
 from perfci.units import parse_fraction
+from perfci.verdicts import Verdict
 
 __all__ = [
+    "DEFAULT_THRESHOLD",
     "CompareSettings",
     "Comparison",
     "Sample",
@@ -115,33 +116,8 @@ D2_FIVE_RUNS = 2.326  # expected range of 5 standard-normal draws: spread over 5
 _TRIM = 0.25  # the location is the midmean: the mean of the central half of the sorted samples
 _SIGMA_UPPER = 0.80  # observed run medians give sigma_b as this one-sided upper confidence bound
 _MIN_DOF = 2  # below this many degrees of freedom the run medians only widen the default floor
+DEFAULT_THRESHOLD = 0.03  # the slowdown that fails by default, everywhere (marker, options, files without one)
 _THRESHOLD_FORMS = "a percentage such as '3%' or '2.5%', or a fraction such as 0.03 or '0.03' (0 < x < 1)"
-
-
-class Verdict(str, enum.Enum):
-    SAME = "same"
-    SLOWER = "slower"
-    FASTER = "faster"
-    NOISY = "noisy"
-    NEW = "new"
-    MISSING = "missing"
-
-
-@functools.lru_cache(maxsize=64)
-def normal_quantile(p: float) -> float:
-    """Standard-normal quantile (inverse CDF) for 0 < p < 1, by bisection on math.erf (no scipy)."""
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"p must be in (0, 1), got {p}")
-    lo, hi = -40.0, 40.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if 0.5 * math.erfc(-mid / math.sqrt(2.0)) < p:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-12:
-            break
-    return 0.5 * (lo + hi)
 
 
 def baseline_spread(run_medians_ms: Sequence[float]) -> float:
@@ -180,7 +156,7 @@ class Sample:
 class CompareSettings:
     """How a comparison decides. Spreads are (max - min) / median over fresh runs; see the module doc."""
 
-    min_effect: float = 0.03  # fractional slowdown that must be caught (>= 95 % at <= 1 % spread)
+    min_effect: float = DEFAULT_THRESHOLD  # fractional slowdown that must be caught (>= 95 % at <= 1 % spread)
     confidence: float = 0.95  # two-sided level of the reported interval and of the significance gate
     noise_floor: float = 0.01  # default between-run spread when no run medians are given
     max_relative_spread: float = 0.10  # within-run IQR / median beyond which a side is NOISY
@@ -263,7 +239,7 @@ class Comparison:
                 raise TypeError("reasons must be a list of strings")
             return cls(
                 name=str(data["name"]),
-                verdict=Verdict(data["verdict"]),
+                verdict=Verdict.parse(data["verdict"]),
                 base_median_ms=opt("base_median_ms"),
                 new_median_ms=opt("new_median_ms"),
                 ratio=opt("ratio"),
@@ -349,12 +325,6 @@ def _between_sigma(base: _Side, new: _Side, settings: CompareSettings) -> tuple[
     )
 
 
-def _plain_median(values: Sequence[float]) -> float | None:
-    arr = np.asarray(values, dtype=float)
-    arr = arr[np.isfinite(arr)]
-    return float(np.median(arr)) if arr.size else None
-
-
 def _side_problems(label: str, sample: Sample, settings: CompareSettings) -> tuple[list[str], bool]:
     """Reasons this side cannot be judged, and whether its samples are unusable for statistics."""
     problems, unusable = [], False
@@ -390,10 +360,10 @@ def compare_samples(
         raise UsageError(f"benchmark {name!r}: nothing to compare (no base and no new measurement)")
     if base is None:
         assert new is not None
-        med = _plain_median(new.samples_ms)
+        med = stats.finite_median(new.samples_ms)
         return Comparison(name, Verdict.NEW, None, med, reasons=("no baseline for this benchmark",), **empty)
     if new is None:
-        med = _plain_median(base.samples_ms)
+        med = stats.finite_median(base.samples_ms)
         return Comparison(
             name, Verdict.MISSING, med, None, reasons=("benchmark not in the new run",), **empty
         )
@@ -402,7 +372,7 @@ def compare_samples(
     new_problems, new_unusable = _side_problems("new", new, settings)
     problems = base_problems + new_problems
     if base_unusable or new_unusable:  # no statistics possible on this data
-        meds = [_plain_median(s.samples_ms) for s in (base, new)]
+        meds = [stats.finite_median(s.samples_ms) for s in (base, new)]
         return Comparison(name, Verdict.NOISY, meds[0], meds[1], reasons=tuple(problems), **empty)
 
     b, w = _summarise(base), _summarise(new)

@@ -12,7 +12,7 @@ fresh process draws a new offset, so a false SLOWER rarely survives it, while a 
 Pooling
 -------
 The second run keeps its own samples and carries both runs' medians (``run_medians_ms``: the first
-run's gated median, or its own run medians when it was pooled already, then the second's). The
+run's compared median, or its own run medians when it was pooled already, then the second's). The
 comparison (``perfci.compare``) then puts the new side's level at the mean of the two runs (between-
 run error sigma_b / sqrt 2), and their disagreement joins the baseline runs' in the between-run
 estimate: two runs that agree on a slowdown stay SLOWER, one high run and one normal run pool to a
@@ -21,7 +21,7 @@ all the spread there is to go by), and two that disagree wildly widen the interv
 
 Only timing SLOWERs of device timers are re-measured (a structural failure is deterministic, and a
 host wall-clock time is never gated); the pytest plugin does the pooling in the second process
-(``--perfci-pool-with``), ``perfci run`` drives the two passes (``cmd_run``) and merges them here.
+(``--perfci-pool-with``), ``perfci.pipeline`` drives the two passes and merges them here.
 """
 
 from __future__ import annotations
@@ -29,10 +29,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from perfci.gate import BenchmarkOutcome, RunVerdict
-from perfci.results import BenchResult, ResultFile, parse_results
+from perfci.record import CONFIRMATION_KEY, BenchmarkRecord, ResultFile
 
 
 def to_confirm(verdict: RunVerdict) -> tuple[str, ...]:
@@ -41,68 +40,47 @@ def to_confirm(verdict: RunVerdict) -> tuple[str, ...]:
     return tuple(o.name for o in verdict.outcomes if o.only_timing_failed)
 
 
-def pooled_run_medians(first: BenchResult, second: BenchResult) -> tuple[float, ...]:
-    """Run medians of ``first`` (or its gated median) followed by ``second``'s gated median."""
-    earlier = first.run_medians_ms or (first.gated_median_ms,)
-    return (*earlier, round(second.gated_median_ms, 7))
+def pooled_run_medians(first: BenchmarkRecord, second: BenchmarkRecord) -> tuple[float, ...]:
+    """Run medians of ``first`` (or its compared median) followed by ``second``'s compared median."""
+    earlier = first.run_medians_ms or (first.compared_median_ms,)
+    return (*earlier, round(second.compared_median_ms, 7))
 
 
-def pooled(first: BenchResult, second: BenchResult) -> BenchResult:
-    """``second`` judged as the two runs pooled (what a confirmation pass records, as a BenchResult)."""
-    return replace(second, run_medians_ms=pooled_run_medians(first, second))
-
-
-def pool_info(first: BenchResult, second: BenchResult, first_path: Path) -> dict[str, Any]:
-    """The entries a pooled benchmark adds to its ``extra_info['perfci']`` record."""
-    return {
-        "run_medians_ms": list(pooled_run_medians(first, second)),
-        "pooled_with": str(first_path),
-        "first_pass_median_ms": round(first.gated_median_ms, 7),
-    }
+def pooled(first: BenchmarkRecord, second: BenchmarkRecord, first_path: Path | str | None = None) -> BenchmarkRecord:
+    """``second`` judged as the two runs pooled: its own samples, both runs' medians."""
+    return replace(second, run_medians_ms=pooled_run_medians(first, second),
+                   pooled_with=str(first_path) if first_path is not None else second.pooled_with or "",
+                   first_pass_median_ms=round(first.compared_median_ms, 7))
 
 
 def merge(first: ResultFile, second: ResultFile, names: Iterable[str],
           path: Path | None = None) -> tuple[ResultFile, tuple[str, ...]]:
     """The run's result (at ``path``, default ``first.path``): ``first`` with each of ``names`` replaced
-    by its pooled entry from ``second``.
+    by its pooled record from ``second``, keeping the first pass's kernel profile (the structure judged
+    is the run's, whatever the second process saw).
 
-    Returns the merged result (its ``raw`` document is what ``perfci run`` writes as the run's result
-    file) and the names the second pass did not re-measure (their first-pass entries stand). Entries
-    are shared with the inputs, not copied: nothing here or after writes to them.
+    Returns the merged result and the names the second pass did not re-measure (their first-pass
+    records stand).
     """
     wanted = set(names)
-    entries = {b["fullname"]: b for b in second.raw.get("benchmarks", [])
-              if b.get("fullname") in wanted and _perfci_info(b).get("pooled_with")}
-    not_re_measured = tuple(sorted(wanted - set(entries)))
-    doc = {
-        **first.raw,
-        "benchmarks": [_timing_from(entries[b["fullname"]], b) if b.get("fullname") in entries else b
-                       for b in first.raw.get("benchmarks", [])],
-        "perfci_confirmation": {
-            **first.raw.get("perfci_confirmation", {}),
-            "first_pass": str(first.path),
-            "second_pass": str(second.path),
-            "re_measured": sorted(entries),
-            "not_re_measured": list(not_re_measured),
-        },
-    }
-    return parse_results(doc, path or first.path), not_re_measured
+    redone = {n: r for n, r in second.benchmarks.items() if n in wanted and r.pooled_with is not None}
+    not_re_measured = tuple(sorted(wanted - set(redone)))
+
+    def pick(record: BenchmarkRecord) -> BenchmarkRecord:
+        again = redone.get(record.name)
+        if again is None:
+            return record
+        return again if record.profile is None else replace(again, profile=record.profile)
+
+    confirmation = {**dict(first.document.get(CONFIRMATION_KEY) or {}), "first_pass": str(first.path),
+                    "second_pass": str(second.path), "re_measured": sorted(redone),
+                    "not_re_measured": list(not_re_measured)}
+    merged = first.with_benchmarks((pick(r) for r in first.benchmarks.values()), path=Path(path or first.path),
+                                   document={**first.document, CONFIRMATION_KEY: confirmation})
+    return merged, not_re_measured
 
 
-def _timing_from(second: dict[str, Any], first: dict[str, Any]) -> dict[str, Any]:
-    """The second pass's entry (timing pooled over both runs) keeping the first pass's kernel profile:
-    the structure judged is the run's, whatever the second process saw."""
-    profile = _perfci_info(first).get("profile")
-    if profile is None:
-        return second
-    return {**second, "extra_info": {**second["extra_info"], "perfci": {**_perfci_info(second), "profile": profile}}}
-
-
-def _perfci_info(entry: dict[str, Any]) -> dict[str, Any]:
-    return (entry.get("extra_info") or {}).get("perfci") or {}
-
-
-def annotate(verdict: RunVerdict, names: Iterable[str], first: RunVerdict, unconfirmed: Iterable[str]) -> RunVerdict:
+def with_notes(verdict: RunVerdict, names: Iterable[str], first: RunVerdict, unconfirmed: Iterable[str]) -> RunVerdict:
     """The merged verdict with a line for each of ``names`` (those sent to the second pass) saying what
     each pass read."""
     before = {o.name: o for o in first.outcomes}
@@ -118,7 +96,7 @@ def _note(final: BenchmarkOutcome, first: BenchmarkOutcome, not_re_measured: boo
     if not_re_measured:
         return f"first pass read {read}; the second pass did not re-measure it, so the first-pass verdict stands"
     c = final.comparison
-    pooled = f"{c.change_pct:+.2f}%" if c is not None and c.change_pct is not None else "?"
+    both = f"{c.change_pct:+.2f}%" if c is not None and c.change_pct is not None else "?"
     outcome = "confirmed" if final.timing_failed else "not confirmed"
     return (f"{outcome} by a second fresh process: first pass read {read}, the two runs pooled "
-            f"{pooled} ({final.verdict})")
+            f"{both} ({final.verdict})")

@@ -14,6 +14,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from perfci.errors import BadInputError
 from perfci.nvml import Nvml
 
 
@@ -64,6 +65,14 @@ class Fingerprint:
         if self.compute_capability:
             parts.append(f"sm_{self.compute_capability.replace('.', '')}")
         return ", ".join(parts)
+
+
+def require_same_gpu(first: str | None, second: str | None, *, first_what: str, second_what: str,
+                     hint: str = "compare two runs of one GPU model") -> None:
+    """The one GPU-model guard: timings of two GPU models are never compared (unknown sides pass)."""
+    if first and second and first != second:
+        raise BadInputError(f"{first_what} was measured on {first}, {second_what} is {second}: "
+                            "refusing to compare across GPU models", hint=hint)
 
 
 def slugify(text: str) -> str:

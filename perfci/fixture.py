@@ -14,8 +14,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from perfci.errors import InfrastructureError, RegressionError, UsageError
-from perfci.timing import make_timer, measure_compared
-from perfci.units import format_bytes, gbps, tflops
+from perfci.record import display_extra, record_from_measurement, record_to_info
+from perfci.timing import make_timer, measure_compared, timer_label
+from perfci.units import format_bytes
 
 if TYPE_CHECKING:
     from perfci.session import PerfSession
@@ -98,14 +99,18 @@ class Perf:
                 return result
             timer = make_timer(settings.timer, gpu_available=session.fingerprint.gpu_available,
                                l2_flush=settings.policy.l2_flush,
-                               annotate=session.ranges.factory(self._test))
+                               nvtx_range=session.ranges.factory(self._test))
             measurement = measure_compared(timer, call, settings.policy, session.fingerprint, bytes_moved=self.bytes)
-            profile = session.profile(call, self._test, settings) if settings.profile else None
+            profile = session.kernel_profile(call, self._test, settings) if settings.torch_profile else None
 
-        self._record(measurement, profile)
+        record = session.pool(record_from_measurement(
+            self._benchmark.fullname, measurement, settings, profile=profile, flops=self.flops, bytes_moved=self.bytes,
+            details={"gpu": session.fingerprint.slug, "nvtx": session.ranges.backend}))
+        self._benchmark.extra_info.update(display_extra(record, timer_label(measurement)))
+        self._benchmark.extra_info["perfci"] = record_to_info(record)
         self._clock.load(measurement.samples_ms)
         self._benchmark.pedantic(self._clock.step, rounds=len(measurement.samples_ms), iterations=1)
-        outcome = session.judge(self._benchmark.fullname, self._benchmark.extra_info)
+        outcome = session.judge(record)
         if outcome.failed and not session.defers(outcome):
             raise RegressionError(outcome.evidence())
         return result
@@ -116,29 +121,6 @@ class Perf:
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                       or value < 0):
                 raise UsageError(f"{self._test}: perf.{name} must be a non-negative number, got {value!r}")
-
-    def _record(self, measurement: Any, profile: Any) -> None:
-        summary = measurement.to_summary()
-        info = self._benchmark.extra_info
-        median_ms = measurement.median_ms
-        info["device_time_ms"] = summary["median_ms"]
-        info["timer"] = measurement.label()
-        if self.flops:
-            summary["flops"] = self.flops
-            info["tflops"] = round(tflops(self.flops, median_ms), 3)
-        if self.bytes:
-            summary["bytes"] = self.bytes
-            info["gbps"] = round(gbps(self.bytes, median_ms), 2)
-        summary["threshold"] = self._settings.threshold
-        summary["forbid"] = list(self._settings.forbid)
-        summary["expect"] = {k: v for k, v in self._settings.expect}
-        if self._settings.known_bad:
-            summary["known_bad"] = list(self._settings.known_bad)
-        summary["gpu"] = self._session.fingerprint.slug
-        summary["nvtx"] = self._session.ranges.backend
-        if profile is not None:
-            summary["profile"] = profile.to_dict()
-        info["perfci"] = summary
 
 
 class _oom_guard:

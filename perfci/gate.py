@@ -7,18 +7,18 @@ structure does not depend on noise.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from perfci.compare import CompareSettings, Comparison, Sample, compare_samples
+from perfci.compare import DEFAULT_THRESHOLD, CompareSettings, Comparison, Sample, compare_samples
 from perfci.errors import EXIT_OK, EXIT_REGRESSION
-from perfci.results import BenchResult, ResultFile, is_device_timer
+from perfci.record import BenchmarkRecord, ResultFile
 from perfci.rules import Finding, check_against_baseline, check_declared
 from perfci.trace import KernelProfile
 from perfci.units import format_time_ms
+from perfci.verdicts import RANK, Verdict
 
 DRIFT_FIELDS = ("driver", "cuda", "torch", "triton")
-DEFAULT_THRESHOLD = CompareSettings.min_effect  # the comparison's default minimum effect (3 %)
 
 
 @dataclass(frozen=True)
@@ -26,15 +26,12 @@ class BenchmarkOutcome:
     name: str
     median_ms: float
     timer: str
+    device_time: bool
     comparison: Comparison | None
     findings: tuple[Finding, ...]
     noise_reasons: tuple[str, ...] = ()
     drift: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # e.g. what a confirmation pass read (perfci.confirm)
-
-    @property
-    def device_time(self) -> bool:
-        return is_device_timer(self.timer)
 
     @property
     def timing_failed(self) -> bool:
@@ -54,12 +51,12 @@ class BenchmarkOutcome:
         return self.timing_failed and not self.structure_failed
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> Verdict:
         if self.structure_failed:
-            return "STRUCTURE"
+            return Verdict.STRUCTURE
         if self.comparison is None:
-            return "UNCOMPARED"
-        return self.comparison.verdict.value.upper()
+            return Verdict.UNCOMPARED
+        return self.comparison.verdict
 
     def evidence(self) -> str:
         """Multi-line explanation shown in the failing test and in reports."""
@@ -67,13 +64,13 @@ class BenchmarkOutcome:
         c = self.comparison
         if c is not None and c.ratio is not None:
             lines.append(
-                f"  timing: {c.verdict.value.upper()} {c.change_pct:+.2f}% "
+                f"  timing: {c.verdict} {c.change_pct:+.2f}% "
                 f"(median {format_time_ms(c.base_median_ms)} -> "
                 f"{format_time_ms(c.new_median_ms)}; interval {(c.ratio_low - 1) * 100:+.2f}%..."
                 f"{(c.ratio_high - 1) * 100:+.2f}%; threshold {c.min_effect:.1%})"
             )
         elif c is not None:
-            lines.append(f"  timing: {c.verdict.value.upper()}")
+            lines.append(f"  timing: {c.verdict}")
         if c is not None:
             lines.extend(f"    {r}" for r in c.reasons)
         if not self.device_time:
@@ -105,15 +102,25 @@ class RunVerdict:
         return EXIT_REGRESSION if self.regressions or self.errors else EXIT_OK
 
     def counts(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
+        """Benchmarks per verdict, worst first (the one set of counts every output shows)."""
+        counts: dict[Verdict, int] = {}
         for o in self.outcomes:
             counts[o.verdict] = counts.get(o.verdict, 0) + 1
         if self.missing:
-            counts["MISSING"] = len(self.missing)
-        return counts
+            counts[Verdict.MISSING] = len(self.missing)
+        return {str(v): counts[v] for v in sorted(counts, key=RANK.__getitem__)}
 
 
-def gate(outcomes: Iterable[BenchmarkOutcome], missing: Iterable[str] = ()) -> RunVerdict:
+def missing_from(baseline: ResultFile | None, ran: Iterable[str], intended: Callable[[str], bool]) -> set[str]:
+    """The one MISSING rule: in the baseline, not run, although the run set out to run it (its paths,
+    not deselected with -k/-m): a removed or crashed benchmark is MISSING, one left out on purpose is not."""
+    if baseline is None:
+        return set()
+    done = set(ran)
+    return {n for n in baseline.benchmarks if n not in done and intended(n)}
+
+
+def run_verdict(outcomes: Iterable[BenchmarkOutcome], missing: Iterable[str] = ()) -> RunVerdict:
     """The one verdict of a run, from its benchmark outcomes (pytest plugin and CLI alike)."""
     return RunVerdict(outcomes=tuple(outcomes), missing=tuple(sorted(missing)))
 
@@ -123,30 +130,29 @@ def environment_drift(base: Mapping[str, object], new: Mapping[str, object]) -> 
                  if base.get(k) is not None and new.get(k) is not None and base.get(k) != new.get(k))
 
 
-def judge(new: BenchResult, base: BenchResult | None, *, compared: bool, forbid: Iterable[str] = (),
-          expect: Mapping[str, object] | None = None, threshold: float = DEFAULT_THRESHOLD,
-          drift: tuple[str, ...] = (), known_bad: Iterable[str] = ()) -> BenchmarkOutcome:
-    """The outcome of one benchmark: declared rules, baseline structure, timing verdict.
+def judge(new: BenchmarkRecord, base: BenchmarkRecord | None, *, compared: bool,
+          drift: tuple[str, ...] = ()) -> BenchmarkOutcome:
+    """The outcome of one benchmark: its declared rules, the baseline's structure, the timing verdict.
 
     ``known_bad`` names declared rules (forbid names or expect keys) that this benchmark is meant
     to break (a seeded bad variant in the suite): they must fire, and then they do not fail.
     """
     findings: list[Finding] = []
-    profile = KernelProfile.from_dict(new.profile) if new.profile else None
-    forbid = tuple(forbid)
-    expect = dict(expect or {})
-    if forbid or expect:
-        findings.extend(check_declared(profile or KernelProfile.missing("profiling was off"), forbid, expect))
-    findings = _apply_known_bad(findings, tuple(known_bad))
+    profile = new.profile
+    if new.forbid or new.expect:
+        findings.extend(check_declared(profile or KernelProfile.missing("profiling was off"), new.forbid,
+                                       new.expect_map))
+    findings = _apply_known_bad(findings, new.known_bad)
     comparison = None
     if compared:
-        if base is not None and base.profile:
+        if base is not None and base.profile is not None:
             findings.extend(check_against_baseline(profile or KernelProfile.missing("profiling was off"),
-                                                   KernelProfile.from_dict(base.profile)))
+                                                   base.profile))
         comparison = compare_samples(new.name, _sample(base, new), _sample(new, base),
-                                     CompareSettings(min_effect=threshold))
-    return BenchmarkOutcome(name=new.name, median_ms=new.median_ms, timer=new.timer, comparison=comparison,
-                            findings=tuple(findings), noise_reasons=new.noise_reasons, drift=drift)
+                                     CompareSettings(min_effect=new.threshold or DEFAULT_THRESHOLD))
+    return BenchmarkOutcome(name=new.name, median_ms=new.median_ms, timer=new.timer, device_time=new.device_time,
+                            comparison=comparison, findings=tuple(findings), noise_reasons=new.noise_reasons,
+                            drift=drift)
 
 
 def _apply_known_bad(findings: list[Finding], known_bad: tuple[str, ...]) -> list[Finding]:
@@ -165,28 +171,23 @@ def _apply_known_bad(findings: list[Finding], known_bad: tuple[str, ...]) -> lis
     return out
 
 
-def _sample(side: BenchResult | None, other: BenchResult | None) -> Sample | None:
+def _sample(side: BenchmarkRecord | None, other: BenchmarkRecord | None) -> Sample | None:
     if side is None:
         return None
     reasons = list(side.noise_reasons)
     if other is not None and other.normalization != side.normalization:
         reasons.append(f"normalisation differs ({other.normalization} vs {side.normalization})")
-    return Sample(samples_ms=side.gated_samples_ms, noisy=bool(reasons), noise_reasons=tuple(reasons),
+    return Sample(samples_ms=side.compared_samples_ms, noisy=bool(reasons), noise_reasons=tuple(reasons),
                   run_medians_ms=side.run_medians_ms)
 
 
-def judge_result(new: BenchResult, base: ResultFile | None, drift: tuple[str, ...] = ()) -> BenchmarkOutcome:
-    """:func:`judge` with the rules and threshold the benchmark recorded (plugin and files alike)."""
-    return judge(new, base.benchmarks.get(new.name) if base else None, compared=base is not None,
-                 forbid=new.forbid, expect=new.expect, threshold=new.threshold or DEFAULT_THRESHOLD,
-                 drift=drift, known_bad=new.known_bad)
+def judge_result(new: BenchmarkRecord, base: ResultFile | None, drift: tuple[str, ...] = ()) -> BenchmarkOutcome:
+    """:func:`judge` against ``base``'s entry of the same name (plugin and files alike)."""
+    return judge(new, base.benchmarks.get(new.name) if base else None, compared=base is not None, drift=drift)
 
 
 def judge_files(new: ResultFile, base: ResultFile | None) -> RunVerdict:
-    """Compare two result files (``perfci compare`` and ``perfci run``)."""
+    """The verdict of a result file against a baseline (``perfci compare``, ``perfci run``)."""
     drift = environment_drift(base.fingerprint, new.fingerprint) if base else ()
-    outcomes = [judge_result(result, base, drift) for result in new.benchmarks.values()]
-    # in the baseline and not run is MISSING, unless the run left it out on purpose (its paths, -k, -m)
-    missing = {n for n in base.benchmarks if n not in new.benchmarks and new.intended(n)} if base else set()
-    return gate(outcomes, missing)
-
+    outcomes = [judge_result(record, base, drift) for record in new.benchmarks.values()]
+    return run_verdict(outcomes, missing_from(base, new.benchmarks, new.intended))

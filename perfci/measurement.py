@@ -1,7 +1,7 @@
 """What the timing stage returns: raw samples, how they were taken, and the card's state.
 
 The raw per-call device times are kept as measured. Where the run is compute-bound on a GPU, the
-samples are also expressed at a reference SM clock (``gated_samples_ms``: time x clock / reference),
+samples are also expressed at a reference SM clock (``compared_samples_ms``: time x clock / reference),
 which is what comparisons use, because the card's clocks are not locked and move between processes.
 Every choice (timer, fallback, L2 state, normalisation, noise) is recorded with its reason.
 """
@@ -80,7 +80,7 @@ class Measurement:
         return stats.median(self.samples_ms)
 
     @functools.cached_property
-    def gated_samples_ms(self) -> tuple[float, ...]:
+    def compared_samples_ms(self) -> tuple[float, ...]:
         """Samples used by comparisons: at the reference SM clock when normalised, else raw."""
         if self.normalization != "sm_clock" or not self.reference_sm_clock_mhz:
             return self.samples_ms
@@ -88,38 +88,22 @@ class Measurement:
         return tuple(t * mhz / ref for t, mhz in zip(self.samples_ms, self.sample_sm_clock_mhz, strict=True))
 
     @functools.cached_property
-    def gated_median_ms(self) -> float:
-        if self.gated_samples_ms is self.samples_ms:
+    def compared_median_ms(self) -> float:
+        if self.compared_samples_ms is self.samples_ms:
             return self.median_ms
-        return stats.median(self.gated_samples_ms)
+        return stats.median(self.compared_samples_ms)
 
     @property
     def median_sm_clock_mhz(self) -> float | None:
         return stats.median(self.sample_sm_clock_mhz) if self.sample_sm_clock_mhz else None
 
-    def label(self) -> str:
-        """Short label for tables: the timer and, for wall clocks, that it is not device time."""
-        text = self.timer
-        if self.timer == "wall":
-            text += " (host wall clock, not device time)"
-        if self.fallback_reason:
-            text += " [fallback]"
-        if self.l2_flush:
-            text += " cold-L2"
-        return text
-
-    def to_summary(self) -> dict[str, Any]:
-        """Compact JSON-able record for pytest-benchmark's ``extra_info``."""
-        gated = _thin(self.gated_samples_ms)
+    def details(self) -> dict[str, Any]:
+        """How the samples were taken and the card's state: JSON-able, kept with the record."""
         clocks = self.median_sm_clock_mhz
         return {
-            "timer": self.timer,
             "device": self.device,
             "calls_per_sample": self.calls_per_sample,
             "n_samples": len(self.samples_ms),
-            "median_ms": _round(self.median_ms),
-            "gated_median_ms": _round(self.gated_median_ms),
-            "gated_samples_ms": [_round(v) for v in gated],
             "rel_ci": round(self.rel_ci, 6),
             "stop_reason": self.stop_reason,
             "warmup_s": round(self.warmup_s, 3),
@@ -127,7 +111,6 @@ class Measurement:
             "sampling_s": round(self.sampling_s, 3),
             "l2_flush": self.l2_flush,
             "fallback_reason": self.fallback_reason,
-            "normalization": self.normalization,
             "normalization_reason": self.normalization_reason,
             "reference_sm_clock_mhz": self.reference_sm_clock_mhz,
             "median_sm_clock_mhz": round(clocks, 1) if clocks else None,
@@ -140,16 +123,10 @@ class Measurement:
             "clocks_before": _snap(self.clocks_before),
             "clocks_after": _snap(self.clocks_after),
             "throttle_reasons": list(self.throttle_reasons),
-            "noisy": self.noisy,
-            "noise_reasons": list(self.noise_reasons),
         }
 
 
-def _round(value: float) -> float:
-    return float(f"{value:.6g}")
-
-
-def _thin(values: tuple[float, ...], limit: int = MAX_STORED_SAMPLES) -> tuple[float, ...]:
+def thin(values: tuple[float, ...], limit: int = MAX_STORED_SAMPLES) -> tuple[float, ...]:
     """Keep at most ``limit`` samples, evenly spaced in time order (the median barely moves)."""
     if len(values) <= limit:
         return values

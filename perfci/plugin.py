@@ -1,4 +1,8 @@
-"""pytest plugin: wires hooks to the perfci stages and delegates; no logic of its own."""
+"""pytest plugin: wires pytest's hooks to perfci's session, fixture and report; no logic of its own.
+
+``perf`` measures and judges each benchmark in its own test (``perfci.fixture``, ``perfci.session``);
+the run's verdict and table come at the end of the session from the same gate as ``perfci run``.
+"""
 
 from __future__ import annotations
 
@@ -11,18 +15,19 @@ from perfci.errors import PerfCIError
 
 _SESSION = pytest.StashKey["Any"]()
 _CLOCK = pytest.StashKey["Any"]()
-_SELECTED = pytest.StashKey[set]()
 _DESELECTED = pytest.StashKey[set]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    from perfci.timing import TIMER_NAMES
+    from perfci.compare import DEFAULT_THRESHOLD
+    from perfci.timing import TIMER_NAMES, timers_help
 
     group = parser.getgroup("perfci", "perfci: device-time benchmarks and regression gate")
     group.addoption("--perfci-timer", default="auto", choices=TIMER_NAMES,
-                    help="timer: graph (CUDA graph replays, default on GPU), event, wall (default on CPU)")
-    group.addoption("--perfci-threshold", default="3%", metavar="PCT",
-                    help="minimum slowdown that fails a benchmark, e.g. 3%% or 2.5%% (default 3%%)")
+                    help="timer (auto: graph on a GPU, wall without): " + timers_help().replace("%", "%%"))
+    default_pct = f"{DEFAULT_THRESHOLD:.0%}"
+    group.addoption("--perfci-threshold", default=default_pct, metavar="PCT",
+                    help=f"minimum slowdown that fails a benchmark, e.g. 3%% or 2.5%% (default {default_pct}%)")
     group.addoption("--perfci-precision", default="0.5%", metavar="PCT",
                     help="stop sampling when the median's CI half-width is below this (default 0.5%%)")
     group.addoption("--perfci-min-time", default=0.5, type=float, metavar="S",
@@ -49,15 +54,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    from perfci.settings import MARKER_KEYS
+    from perfci.settings import MARKER_OPTIONS
 
-    config.addinivalue_line("markers", f"perf(**options): perfci options for this benchmark ({', '.join(MARKER_KEYS)})")
+    config.addinivalue_line("markers",
+                            f"perf(**options): perfci options for this benchmark ({', '.join(MARKER_OPTIONS)})")
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU; skipped cleanly without one")
-    from perfci.bench_glue import key_storage_by_gpu, make_session
+    from perfci.bench_glue import key_storage_by_gpu
     from perfci.fingerprint import detect
+    from perfci.session import PerfSession
 
     try:
-        session = make_session(config.getoption, detect())
+        session = PerfSession.from_options(config.getoption, detect())
     except PerfCIError as exc:
         raise pytest.UsageError(f"perfci: {exc}") from None
     config.stash[_SESSION] = session
@@ -84,12 +91,19 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
 
 
 def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any, output_json: dict[str, Any]) -> None:
-    from perfci.results import DESELECTED_KEY, SCOPE_KEY, run_scope
+    from perfci.record import DESELECTED_KEY, SCOPE_KEY
 
     # what this session set out to run (its paths) and deselected (-k, -m, --perfci-select): a baseline
     # benchmark outside the one or inside the other was not run on purpose, so it is not MISSING
-    output_json[SCOPE_KEY] = run_scope(config.args, config.invocation_params.dir, config.rootpath)
+    scope = _scope(config)
+    output_json[SCOPE_KEY] = list(scope) if scope is not None else None
     output_json[DESELECTED_KEY] = sorted(config.stash.get(_DESELECTED, set()))
+
+
+def _scope(config: pytest.Config) -> tuple[str, ...] | None:
+    from perfci.runner import run_scope
+
+    return run_scope(config.args, config.invocation_params.dir, config.rootpath)
 
 
 def pytest_benchmark_compare_machine_info(config: pytest.Config, benchmarksession: Any,
@@ -109,7 +123,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if only:
         config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in only])
         items[:] = [item for item in items if item.nodeid in only]
-    config.stash[_SELECTED] = {item.nodeid for item in items}
     for item in items:
         if "perf" in getattr(item, "fixturenames", ()):
             existing = item.get_closest_marker("benchmark")
@@ -146,7 +159,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     session = config.stash.get(_SESSION, None)
     if session is None or not session.outcomes:
         return
-    verdict = session.verdict(config.stash.get(_SELECTED, set()))
+    from perfci.record import in_scope
+
+    scope, deselected = _scope(config), config.stash.get(_DESELECTED, set())
+    verdict = session.verdict(lambda name: in_scope(name, scope, deselected))
     terminalreporter.write_sep("=", "perfci")
     terminalreporter.write_line(terminal_table(verdict, session.fingerprint, session.baseline_note))
     deferred = session.deferred()

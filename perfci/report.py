@@ -7,20 +7,18 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from perfci.baseline import write_atomic
 from perfci.fingerprint import Fingerprint
 from perfci.gate import BenchmarkOutcome, RunVerdict
-from perfci.results import ResultFile
+from perfci.record import ResultFile, write_atomic
 from perfci.units import format_time_ms
-
-_ORDER = {"STRUCTURE": 0, "SLOWER": 1, "NOISY": 2, "NEW": 3, "UNCOMPARED": 4, "FASTER": 5, "SAME": 6}
+from perfci.verdicts import RANK
 
 
 def _sorted(verdict: RunVerdict) -> list[BenchmarkOutcome]:
     """Worst first: failures, then by change."""
     def key(o: BenchmarkOutcome) -> tuple[int, int, float]:
         change = o.comparison.change_pct if o.comparison and o.comparison.change_pct is not None else 0.0
-        return (0 if o.failed else 1, _ORDER.get(o.verdict, 9), -change)
+        return (0 if o.failed else 1, RANK[o.verdict], -change)
 
     return sorted(verdict.outcomes, key=key)
 
@@ -51,7 +49,7 @@ def headline(verdict: RunVerdict, fingerprint: Fingerprint) -> str:
 def terminal_table(verdict: RunVerdict, fingerprint: Fingerprint, note: str = "") -> str:
     rows = [("benchmark", "time", "timer", "verdict", "change", "structure")]
     for o in _sorted(verdict):
-        rows.append((o.name, format_time_ms(o.median_ms), o.timer, ("FAIL " if o.failed else "") + o.verdict,
+        rows.append((o.name, format_time_ms(o.median_ms), o.timer, ("FAIL " if o.failed else "") + str(o.verdict),
                      _change(o), _structure(o)[:80]))
     for name in verdict.missing:
         rows.append((name, "", "", "MISSING", "", "in the baseline, not run"))
@@ -96,7 +94,7 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def annotations(verdict: RunVerdict, root: Path) -> list[str]:
+def github_annotations(verdict: RunVerdict, root: Path) -> list[str]:
     """GitHub ``::error`` lines at the culprit lines of structural regressions (others: no file)."""
     out = []
     for o in verdict.regressions:
@@ -129,7 +127,7 @@ def github_outputs(verdict: RunVerdict, fingerprint: Fingerprint, root: Path) ->
     if summary:
         with open(summary, "a", encoding="utf-8") as fh:
             fh.write(markdown_summary(verdict, fingerprint))
-    for line in annotations(verdict, root):
+    for line in github_annotations(verdict, root):
         print(line)
 
 
@@ -157,8 +155,8 @@ def html_report(results: Sequence[ResultFile], summary_md: str | None, title: st
         for r in results:
             for n in names:
                 b = r.benchmarks.get(n)
-                if b is not None and b.gated_samples_ms:
-                    box.add_box(y=list(b.gated_samples_ms), name=f"{n} [{r.path.name}]", boxpoints=False)
+                if b is not None and b.compared_samples_ms:
+                    box.add_box(y=list(b.compared_samples_ms), name=f"{n} [{r.path.name}]", boxpoints=False)
         box.update_layout(yaxis_title="samples compared (ms)", yaxis_type="log", showlegend=False, height=600)
         parts.append(box.to_html(full_html=False, include_plotlyjs=False))
     body = "\n".join(parts)
@@ -181,7 +179,7 @@ def write_report(results: Sequence[ResultFile], verdict: RunVerdict | None, out_
         (out_dir / "summary.md").write_text(summary_md, encoding="utf-8")
         doc = {"schema_version": 1, "exit_code": verdict.exit_code, "counts": verdict.counts(),
                "missing": list(verdict.missing),
-               "benchmarks": [{"name": o.name, "verdict": o.verdict, "failed": o.failed, "median_ms": o.median_ms,
+               "benchmarks": [{"name": o.name, "verdict": str(o.verdict), "failed": o.failed, "median_ms": o.median_ms,
                                "timer": o.timer,
                                "comparison": o.comparison.to_dict() if o.comparison else None,
                                "findings": [{"rule": f.rule, "message": f.message, "failed": f.failed,

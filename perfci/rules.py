@@ -14,19 +14,17 @@ profile on either side is a ``not_checked`` finding that says why, never a silen
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from perfci.categories import CATEGORIES, SDPA_BACKENDS
 from perfci.errors import UsageError
 from perfci.trace import Culprit, KernelProfile, KernelRecord, SyncRecord
+from perfci.units import format_bytes
 
 R = TypeVar("R", KernelRecord, SyncRecord)
 
-SPECIAL_FORBID = ("copy", "cast", "transpose", "sync", "memcpy", "math_sdpa", "fp32_gemm")
-VALID_FORBID = tuple(dict.fromkeys(SPECIAL_FORBID + CATEGORIES))
-EXPECT_KEYS = ("sdpa_backend", "max_kernels", "max_syncs", "max_copy_bytes", "max_peak_memory_bytes")
 EXPECTED_BACKENDS = tuple(b for b in SDPA_BACKENDS if b != "unknown")
 _STRUCTURE_KINDS = {"copy": "copy", "cast": "cast", "transpose": "transpose", "cat": "copy"}
 
@@ -42,56 +40,12 @@ class Finding:
         return f"[{'FAIL' if self.failed else 'info'}] {self.rule}: {self.message}"
 
 
-# --- parsing declarations ---------------------------------------------------------------------
-
-
-def parse_forbid(names: str | Iterable[str] | None) -> tuple[str, ...]:
-    """Validate ``forbid`` names (a string or an iterable of strings); keeps order, drops duplicates."""
-    if names is None:
-        return ()
-    items = [names] if isinstance(names, str) else list(names)
-    bad = [n for n in items if not isinstance(n, str) or n not in VALID_FORBID]
-    if bad:
-        raise UsageError(f"unknown forbid name(s) {', '.join(map(repr, bad))}",
-                         hint=f"valid: {', '.join(VALID_FORBID)}")
-    return tuple(dict.fromkeys(items))
-
-
-def parse_expect(mapping: Mapping[str, object] | None) -> dict[str, object]:
-    """Validate ``expect``: ``sdpa_backend`` (a backend name) and non-negative integer ``max_*`` limits."""
-    if mapping is None:
-        return {}
-    if not isinstance(mapping, Mapping):
-        raise UsageError(f"expect must be a mapping, got {type(mapping).__name__}",
-                         hint=f"keys: {', '.join(EXPECT_KEYS)}")
-    result: dict[str, object] = {}
-    for key, value in mapping.items():
-        if key not in EXPECT_KEYS:
-            raise UsageError(f"unknown expect key {key!r}", hint=f"valid: {', '.join(EXPECT_KEYS)}")
-        if key == "sdpa_backend":
-            if value not in EXPECTED_BACKENDS:
-                raise UsageError(f"expect sdpa_backend={value!r} is not a backend",
-                                 hint=f"valid: {', '.join(EXPECTED_BACKENDS)}")
-        elif isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise UsageError(f"expect {key}={value!r} must be a non-negative integer")
-        result[key] = value
-    return result
-
-
 # --- helpers ----------------------------------------------------------------------------------
 
 
 def _n(value: float) -> int:
     """Counts per call are integers when code is deterministic; round away profiler arithmetic."""
     return round(value)
-
-
-def _bytes(n: int) -> str:
-    if n >= 1 << 20:
-        return f"{n / (1 << 20):.1f} MiB"
-    if n >= 1 << 10:
-        return f"{n / (1 << 10):.1f} KiB"
-    return f"{n} B"
 
 
 def _label(record: KernelRecord) -> str:
@@ -105,7 +59,7 @@ def _at(culprit: Culprit | None) -> str:
 
 def _record_finding(rule: str, record: KernelRecord, count: int | None = None) -> Finding:
     count = _n(record.count_per_call) if count is None else count
-    moved = f", {_bytes(record.bytes_per_call)}/call" if record.bytes_per_call else ""
+    moved = f", {format_bytes(record.bytes_per_call)}/call" if record.bytes_per_call else ""
     return Finding(rule, f"{count}x {_label(record)} per call{moved}{_at(record.culprit)}", record.culprit, True)
 
 
@@ -114,55 +68,149 @@ def _missing(profile: KernelProfile, side: str) -> Finding:
                    None, False)
 
 
-# --- declared rules ---------------------------------------------------------------------------
+# --- the registry of declared rules ----------------------------------------------------------------
+# ``perf.forbid(NAME)`` and ``perf.expect(KEY=VALUE)``: valid names, their help and the marker's help
+# all come from these two tables. To add a rule, add an entry (a check returning failed Findings).
 
 
-def _forbidden(profile: KernelProfile, name: str) -> list[Finding]:
-    rule = f"forbid:{name}"
-    if name == "sync":
-        return [Finding(rule, f"{_n(s.count_per_call)}x host sync ({s.kind}) per call{_at(s.culprit)}",
-                        s.culprit, True) for s in profile.syncs if _n(s.count_per_call) > 0]
-    if name == "math_sdpa":
-        if profile.sdpa_backend is not None and "math" in profile.sdpa_backend.split("+"):
-            where = profile.sdpa_culprit
-            return [Finding(rule, f"SDPA ran the math backend ({profile.sdpa_backend}){_at(where)}", where, True)]
-        return []
-    if name in ("cast", "transpose"):
-        chosen = [k for k in profile.kernels if k.category == "copy" and k.kind == name]
-    elif name == "fp32_gemm":
-        chosen = [k for k in profile.kernels if k.category == "gemm" and k.kind == "fp32"]
-    else:
-        chosen = [k for k in profile.kernels if k.category == name]
-    return [_record_finding(rule, k) for k in chosen if _n(k.count_per_call) > 0]
+@dataclass(frozen=True)
+class ForbidRule:
+    help: str
+    check: Callable[[KernelProfile, str], list[Finding]]  # (profile, rule id) -> failed findings
 
 
-def _expected(profile: KernelProfile, key: str, value: object) -> list[Finding]:
-    rule = f"expect:{key}"
-    if key == "sdpa_backend":
-        if profile.sdpa_backend == value:
-            return []
-        seen = "no SDPA call was seen" if profile.sdpa_backend is None else f"got {profile.sdpa_backend}"
+@dataclass(frozen=True)
+class ExpectRule:
+    help: str
+    parse: Callable[[str, object], object]  # (key, value) -> validated value; raises UsageError
+    check: Callable[[KernelProfile, str, Any], list[Finding]]  # (profile, rule id, value) -> failed findings
+
+
+def _kernels(select: Callable[[KernelRecord], bool]) -> Callable[[KernelProfile, str], list[Finding]]:
+    def check(profile: KernelProfile, rule: str) -> list[Finding]:
+        return [_record_finding(rule, k) for k in profile.kernels if select(k) and _n(k.count_per_call) > 0]
+    return check
+
+
+def _forbid_sync(profile: KernelProfile, rule: str) -> list[Finding]:
+    return [Finding(rule, f"{_n(s.count_per_call)}x host sync ({s.kind}) per call{_at(s.culprit)}", s.culprit, True)
+            for s in profile.syncs if _n(s.count_per_call) > 0]
+
+
+def _forbid_math_sdpa(profile: KernelProfile, rule: str) -> list[Finding]:
+    if profile.sdpa_backend is not None and "math" in profile.sdpa_backend.split("+"):
         where = profile.sdpa_culprit
-        return [Finding(rule, f"expected SDPA backend {value}, {seen}{_at(where) if where else ''}", where, True)]
-    assert isinstance(value, int)
-    if key == "max_kernels":
-        actual, unit = _n(profile.launches_per_call), "launches"
-    elif key == "max_syncs":
-        actual, unit = _n(profile.syncs_per_call()), "host syncs"
-    elif key == "max_copy_bytes":
-        actual, unit = profile.copy_bytes_per_call, "bytes copied"
-    else:
-        if profile.peak_memory_bytes is None:
-            return [Finding("not_checked", f"{key} not checked: no peak memory measured", None, False)]
-        actual, unit = profile.peak_memory_bytes, "bytes peak memory"
-    if actual <= value:
+        return [Finding(rule, f"SDPA ran the math backend ({profile.sdpa_backend}){_at(where)}", where, True)]
+    return []
+
+
+FORBID_RULES: dict[str, ForbidRule] = {
+    "copy": ForbidRule("any copy kernel (copy, cast, transpose)", _kernels(lambda k: k.category == "copy")),
+    "cast": ForbidRule("a dtype-casting copy", _kernels(lambda k: k.category == "copy" and k.kind == "cast")),
+    "transpose": ForbidRule("a layout-changing copy (.contiguous() of a transposed view)",
+                            _kernels(lambda k: k.category == "copy" and k.kind == "transpose")),
+    "sync": ForbidRule("a host-device synchronisation (.item(), .cpu(), bool(tensor), synchronize)", _forbid_sync),
+    "memcpy": ForbidRule("a host<->device memcpy", _kernels(lambda k: k.category == "memcpy")),
+    "math_sdpa": ForbidRule("SDPA running its math fallback", _forbid_math_sdpa),
+    "fp32_gemm": ForbidRule("a GEMM in float32", _kernels(lambda k: k.category == "gemm" and k.kind == "fp32")),
+}
+for _category in CATEGORIES:  # any kernel category can be forbidden by name
+    FORBID_RULES.setdefault(_category, ForbidRule(f"any kernel of category '{_category}'",
+                                                  _kernels(lambda k, c=_category: k.category == c)))
+
+
+def _parse_backend(key: str, value: object) -> object:
+    if value not in EXPECTED_BACKENDS:
+        raise UsageError(f"expect {key}={value!r} is not a backend", hint=f"valid: {', '.join(EXPECTED_BACKENDS)}")
+    return value
+
+
+def _parse_count(key: str, value: object) -> object:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UsageError(f"expect {key}={value!r} must be a non-negative integer")
+    return value
+
+
+def _expect_backend(profile: KernelProfile, rule: str, value: Any) -> list[Finding]:
+    if profile.sdpa_backend == value:
         return []
-    worst = max((k for k in profile.kernels if key != "max_copy_bytes" or k.is_copy),
-                key=lambda k: (k.bytes_per_call, k.count_per_call), default=None)
-    where = worst.culprit if worst is not None and key in ("max_kernels", "max_copy_bytes") else None
-    if key == "max_syncs" and profile.syncs:
-        where = profile.syncs[0].culprit
-    return [Finding(rule, f"{actual} {unit} per call > {value} allowed{_at(where) if where else ''}", where, True)]
+    seen = "no SDPA call was seen" if profile.sdpa_backend is None else f"got {profile.sdpa_backend}"
+    where = profile.sdpa_culprit
+    return [Finding(rule, f"expected SDPA backend {value}, {seen}{_at(where) if where else ''}", where, True)]
+
+
+def _limit(unit: str, actual: Callable[[KernelProfile], int | None],
+           blame: Callable[[KernelProfile], Culprit | None]) -> Callable[[KernelProfile, str, Any], list[Finding]]:
+    def check(profile: KernelProfile, rule: str, value: Any) -> list[Finding]:
+        measured = actual(profile)
+        if measured is None:
+            return [Finding("not_checked", f"{rule.split(':', 1)[1]} not checked: no {unit} measured", None, False)]
+        if measured <= value:
+            return []
+        where = blame(profile)
+        return [Finding(rule, f"{measured} {unit} per call > {value} allowed{_at(where) if where else ''}", where,
+                        True)]
+    return check
+
+
+def _worst(select: Callable[[KernelRecord], bool]) -> Callable[[KernelProfile], Culprit | None]:
+    def blame(profile: KernelProfile) -> Culprit | None:
+        worst = max((k for k in profile.kernels if select(k)), key=lambda k: (k.bytes_per_call, k.count_per_call),
+                    default=None)
+        return worst.culprit if worst is not None else None
+    return blame
+
+
+EXPECT_RULES: dict[str, ExpectRule] = {
+    "sdpa_backend": ExpectRule(f"the SDPA backend that must run ({', '.join(EXPECTED_BACKENDS)})", _parse_backend,
+                               _expect_backend),
+    "max_kernels": ExpectRule("kernel launches per call at most", _parse_count,
+                              _limit("launches", lambda p: _n(p.launches_per_call), _worst(lambda k: True))),
+    "max_syncs": ExpectRule("host syncs per call at most", _parse_count,
+                            _limit("host syncs", lambda p: _n(p.syncs_per_call()),
+                                   lambda p: p.syncs[0].culprit if p.syncs else None)),
+    "max_copy_bytes": ExpectRule("bytes copied per call at most", _parse_count,
+                                 _limit("bytes copied", lambda p: p.copy_bytes_per_call, _worst(lambda k: k.is_copy))),
+    "max_peak_memory_bytes": ExpectRule("peak device memory above the inputs at most", _parse_count,
+                                        _limit("bytes peak memory", lambda p: p.peak_memory_bytes, lambda p: None)),
+}
+VALID_FORBID = tuple(FORBID_RULES)
+EXPECT_KEYS = tuple(EXPECT_RULES)
+
+
+def rules_help() -> str:
+    """The forbid names and expect keys with their meaning, from the registry."""
+    special = [n for n in FORBID_RULES if n not in CATEGORIES]
+    return (f"forbid: {', '.join(special)} or a kernel category ({', '.join(CATEGORIES)}); "
+            f"expect: {'; '.join(f'{k} ({r.help})' for k, r in EXPECT_RULES.items())}")
+
+
+def parse_forbid(names: str | Iterable[str] | None) -> tuple[str, ...]:
+    """Validate ``forbid`` names (a string or an iterable of strings); keeps order, drops duplicates."""
+    if names is None:
+        return ()
+    items = [names] if isinstance(names, str) else list(names)
+    bad = [n for n in items if not isinstance(n, str) or n not in FORBID_RULES]
+    if bad:
+        raise UsageError(f"unknown forbid name(s) {', '.join(map(repr, bad))}",
+                         hint=f"valid: {', '.join(VALID_FORBID)}")
+    return tuple(dict.fromkeys(items))
+
+
+def parse_expect(mapping: Mapping[str, object] | None) -> dict[str, object]:
+    """Validate ``expect`` against the registry; returns the validated mapping."""
+    if mapping is None:
+        return {}
+    if not isinstance(mapping, Mapping):
+        raise UsageError(f"expect must be a mapping, got {type(mapping).__name__}",
+                         hint=f"keys: {', '.join(EXPECT_KEYS)}")
+    result: dict[str, object] = {}
+    for key, value in mapping.items():
+        rule = EXPECT_RULES.get(key)
+        if rule is None:
+            raise UsageError(f"unknown expect key {key!r}", hint=f"valid: {', '.join(EXPECT_KEYS)}")
+        result[key] = rule.parse(key, value)
+    return result
 
 
 def check_declared(profile: KernelProfile, forbid: Sequence[str] = (),
@@ -176,9 +224,9 @@ def check_declared(profile: KernelProfile, forbid: Sequence[str] = (),
         return (_missing(profile, "current"),)
     findings: list[Finding] = []
     for name in names:
-        findings.extend(_forbidden(profile, name))
+        findings.extend(FORBID_RULES[name].check(profile, f"forbid:{name}"))
     for key, value in limits.items():
-        findings.extend(_expected(profile, key, value))
+        findings.extend(EXPECT_RULES[key].check(profile, f"expect:{key}", value))
     return tuple(findings)
 
 
@@ -222,7 +270,7 @@ def _copy_findings(profile: KernelProfile, baseline: KernelProfile) -> list[Find
             moved = sum(k.bytes_per_call for k in current) - sum(k.bytes_per_call for k in base)
             rule = f"new:{_rule_for(rec)}"
             msg = (f"+{delta} {_label(rec)} per call ({_count(base)} -> {_count(current)})"
-                   f"{f', +{_bytes(moved)}/call moved' if moved > 0 else ''}{_at(rec.culprit)}")
+                   f"{f', +{format_bytes(moved)}/call moved' if moved > 0 else ''}{_at(rec.culprit)}")
             findings.append(Finding(rule, msg, rec.culprit, True))
         elif delta < 0:
             rec = base[0]
@@ -289,7 +337,7 @@ def check_against_baseline(profile: KernelProfile, baseline: KernelProfile, *,
         grown = profile.peak_memory_bytes - baseline.peak_memory_bytes
         if grown > max(peak_memory_tolerance * baseline.peak_memory_bytes, peak_memory_floor_bytes):
             share = grown / max(1, baseline.peak_memory_bytes)
-            findings.append(Finding("more:peak_memory", f"peak memory {_bytes(baseline.peak_memory_bytes)} -> "
-                                    f"{_bytes(profile.peak_memory_bytes)} (+{share:.0%}, tolerance "
+            findings.append(Finding("more:peak_memory", f"peak memory {format_bytes(baseline.peak_memory_bytes)} -> "
+                                    f"{format_bytes(profile.peak_memory_bytes)} (+{share:.0%}, tolerance "
                                     f"{peak_memory_tolerance:.0%})", None, True))
     return tuple(findings)

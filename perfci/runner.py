@@ -84,14 +84,20 @@ def confirmation_args(pytest_args: list[str]) -> list[str]:
     return out
 
 
+def pytest_command(pytest_args: list[str], *, extra: list[str] | tuple[str, ...] = (),
+                   require_suite: bool = True) -> list[str]:
+    """The one pytest child command line: this interpreter, the user's arguments (the default suite
+    first when they name no test path), then perfci's own options."""
+    return [sys.executable, "-m", "pytest", *with_default_suite(pytest_args, require_dir=require_suite), *extra]
+
+
 def run_suite(pytest_args: list[str], *, out: Path, baselines: Path | None, extra: list[str] | None = None) -> SuiteRun:
     """Run pytest on the suite in a child process (fresh CUDA context, clean state)."""
-    args = with_default_suite(pytest_args)
     out.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pytest", *args, f"--benchmark-json={out}", "--benchmark-save-data"]
+    options = [f"--benchmark-json={out}", "--benchmark-save-data"]
     if baselines is not None:
-        command.append(f"--perfci-baselines={baselines}")
-    command += extra or []
+        options.append(f"--perfci-baselines={baselines}")
+    command = pytest_command(pytest_args, extra=[*options, *(extra or [])])
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
     try:
@@ -101,6 +107,21 @@ def run_suite(pytest_args: list[str], *, out: Path, baselines: Path | None, extr
     except KeyboardInterrupt:
         raise InfrastructureError("interrupted") from None
     return SuiteRun(results_path=out, pytest_exit=completed.returncode)
+
+
+def run_scope(args: list[str], invocation_dir: Path, rootdir: Path) -> tuple[str, ...] | None:
+    """Node-id prefixes (rootdir-relative) of the paths a pytest session was given; None when one of
+    them lies outside the rootdir (then nothing can be said and every baseline benchmark is in scope)."""
+    prefixes = []
+    for arg in args:
+        path, sep, rest = str(arg).partition("::")
+        try:
+            rel = (Path(invocation_dir) / path).resolve().relative_to(Path(rootdir).resolve()).as_posix()
+        except ValueError:
+            return None
+        rel = "" if rel == "." else rel
+        prefixes.append(f"{rel}::{rest}" if sep else rel)
+    return tuple(prefixes)
 
 
 def pytest_exit_to_perfci(code: int) -> int | None:

@@ -1,4 +1,9 @@
-"""The state of one pytest session of perfci: one object, registered with the plugin manager."""
+"""The state of one pytest session of perfci: one object, kept in the pytest config's stash.
+
+It holds what every ``perf`` benchmark of the session shares (fingerprint, settings, the baseline
+and its environment drift, NVTX ranges), judges each benchmark's record as it is measured (pooled
+with its first-pass record in ``perfci run``'s confirmation pass), and gives the run's verdict.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfci.annotate import Ranges
-from perfci.confirm import pool_info, pooled
+from perfci.baseline import load_or_empty
+from perfci.confirm import pooled
 from perfci.fingerprint import Fingerprint, slugify
-from perfci.gate import BenchmarkOutcome, RunVerdict, environment_drift, gate, judge_result
-from perfci.results import ResultFile, bench_from_info
+from perfci.gate import BenchmarkOutcome, RunVerdict, environment_drift, judge_result, missing_from, run_verdict
+from perfci.ranges import Ranges
+from perfci.record import BenchmarkRecord, ResultFile, load_results
 from perfci.settings import PerfSettings
+from perfci.trace import KernelProfile
 
 
 @dataclass
@@ -26,15 +33,28 @@ class PerfSession:
     executed: set[str] = field(default_factory=set)
     drift: tuple[str, ...] = ()  # environment drift against the baseline: one value for the whole session
     # perfci run's two passes (perfci.confirm): the first reports a timing-only SLOWER without failing
-    # the test; the second pools each re-measured benchmark with its first-pass entry
+    # the test; the second pools each re-measured benchmark with its first-pass record
     provisional: bool = False
     pool_with: ResultFile | None = None
+
+    @classmethod
+    def from_options(cls, getoption: Callable[[str], Any], fingerprint: Fingerprint) -> PerfSession:
+        """The session for these pytest options (``getoption`` is ``config.getoption``)."""
+        pool_with = getoption("perfci_pool_with")
+        session = cls(fingerprint=fingerprint, settings=PerfSettings.from_pytest_options(getoption),
+                      provisional=bool(getoption("perfci_provisional")),
+                      pool_with=load_results(Path(pool_with), "first-pass result file") if pool_with else None)
+        root = getoption("perfci_baselines")
+        if root:
+            session.set_baseline(*load_or_empty(Path(root), fingerprint.slug))
+        return session
 
     def set_baseline(self, baseline: ResultFile, note: str) -> None:
         self.baseline, self.baseline_note = baseline, note
         self.drift = environment_drift(baseline.fingerprint, self.fingerprint.machine_info())
 
-    def profile(self, call: Callable[[], Any], test: str, settings: PerfSettings) -> Any:
+    def kernel_profile(self, call: Callable[[], Any], test: str, settings: PerfSettings) -> KernelProfile:
+        """The torch.profiler pass over ``call`` (inside its own NVTX range, ``<test> [profile]``)."""
         from perfci.trace import profile_call
 
         trace_path = None
@@ -50,22 +70,19 @@ class PerfSession:
     def deferred(self) -> tuple[BenchmarkOutcome, ...]:
         return tuple(o for o in self.outcomes if self.defers(o))
 
-    def judge(self, name: str, extra_info: dict[str, Any]) -> BenchmarkOutcome:
-        """This benchmark's outcome from its record; in a confirmation pass, first pooled with its
-        first-pass run (the record gains both run medians)."""
-        new = bench_from_info(name, extra_info)
-        first = self.pool_with.benchmarks.get(name) if self.pool_with else None
-        if first is not None and self.pool_with is not None:
-            extra_info["perfci"].update(pool_info(first, new, self.pool_with.path))
-            new = pooled(first, new)
-        outcome = judge_result(new, self.baseline, self.drift)
+    def pool(self, record: BenchmarkRecord) -> BenchmarkRecord:
+        """In a confirmation pass, ``record`` pooled with its first-pass record; else ``record``."""
+        first = self.pool_with.benchmarks.get(record.name) if self.pool_with is not None else None
+        if first is None or self.pool_with is None:
+            return record
+        return pooled(first, record, self.pool_with.path)
+
+    def judge(self, record: BenchmarkRecord) -> BenchmarkOutcome:
+        outcome = judge_result(record, self.baseline, self.drift)
         self.outcomes.append(outcome)
-        self.executed.add(name)
+        self.executed.add(record.name)
         return outcome
 
-    def verdict(self, selected: set[str]) -> RunVerdict:
-        """The run's verdict; baseline entries that were selected but did not run are MISSING."""
-        missing = set()
-        if self.baseline is not None:
-            missing = {n for n in self.baseline.benchmarks if n in selected and n not in self.executed}
-        return gate(self.outcomes, missing)
+    def verdict(self, intended: Callable[[str], bool]) -> RunVerdict:
+        """The run's verdict; ``intended`` says which baseline benchmarks the run set out to run."""
+        return run_verdict(self.outcomes, missing_from(self.baseline, self.executed, intended))

@@ -11,34 +11,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from perfci.compare import DEFAULT_THRESHOLD
 from perfci.errors import UsageError
 from perfci.measurement import SamplingPolicy
-from perfci.timing import TIMER_NAMES
+from perfci.timing import TIMER_NAMES, timers_help
 from perfci.units import parse_fraction
-
-MARKER_KEYS = {
-    "threshold": "minimum slowdown that fails, e.g. '3%' or 0.025",
-    "timer": "one of " + ", ".join(TIMER_NAMES),
-    "forbid": "list of structural rules, e.g. ['copy', 'sync']",
-    "expect": "dict, e.g. {'sdpa_backend': 'cudnn', 'max_syncs': 0}",
-    "l2_flush": "bool: flush L2 before each call (cold cache; event timer)",
-    "precision": "target relative CI half-width of the median, e.g. '0.5%'",
-    "min_time": "seconds of sampling at least",
-    "max_time": "seconds of sampling at most",
-    "normalize": "auto, sm_clock or none",
-    "profile": "bool: run the torch.profiler pass",
-    "known_bad": "rules this seeded bad variant must break, e.g. ['copy']: flagged = pass",
-}
 
 
 @dataclass(frozen=True)
 class PerfSettings:
     timer: str = "auto"
-    threshold: float = 0.03
+    threshold: float = DEFAULT_THRESHOLD
     forbid: tuple[str, ...] = ()
     expect: tuple[tuple[str, Any], ...] = ()
     known_bad: tuple[str, ...] = ()
-    profile: bool = True
+    torch_profile: bool = True  # run the torch.profiler pass (structure, culprit lines)
     profile_calls: int = 3
     policy: SamplingPolicy = field(default_factory=SamplingPolicy)
     trace_dir: Path | None = None
@@ -63,52 +50,23 @@ class PerfSettings:
             raise UsageError(str(exc)) from None
         trace_dir = get("perfci_trace_dir")
         return replace(base, timer=get("perfci_timer"), threshold=threshold, policy=policy,
-                       profile=not get("perfci_no_profile"),
+                       torch_profile=not get("perfci_no_profile"),
                        trace_dir=Path(trace_dir) if trace_dir else None)
 
     def with_marker(self, args: tuple[Any, ...], kwargs: Mapping[str, Any], test: str) -> PerfSettings:
-        """Apply ``@pytest.mark.perf(...)``; any bad option is a UsageError naming the test."""
+        """Apply ``@pytest.mark.perf(...)`` through the option registry; a bad option names the test."""
         if args:
             raise UsageError(f"{test}: @pytest.mark.perf takes keyword options only, got {args!r}",
-                             hint=_marker_help())
-        unknown = sorted(set(kwargs) - set(MARKER_KEYS))
+                             hint=marker_help())
+        unknown = sorted(set(kwargs) - set(MARKER_OPTIONS))
         if unknown:
-            raise UsageError(f"{test}: unknown @pytest.mark.perf option(s) {', '.join(unknown)}",
-                             hint=_marker_help())
-        settings, policy = self, self.policy
+            raise UsageError(f"{test}: unknown @pytest.mark.perf option(s) {', '.join(unknown)}", hint=marker_help())
+        settings = self
         try:
             for key, value in kwargs.items():
-                if key == "threshold":
-                    settings = replace(settings, threshold=parse_fraction(value, what="threshold"))
-                elif key == "timer":
-                    if value not in TIMER_NAMES:
-                        raise ValueError(f"timer {value!r} is not one of {', '.join(TIMER_NAMES)}")
-                    settings = replace(settings, timer=value)
-                elif key == "forbid":
-                    settings = settings.add_forbid(*_as_names(value))
-                elif key == "expect":
-                    if not isinstance(value, Mapping):
-                        raise ValueError(f"expect must be a dict, got {type(value).__name__}")
-                    settings = settings.add_expect(dict(value))
-                elif key == "l2_flush":
-                    policy = replace(policy, l2_flush=_as_bool(key, value))
-                elif key == "precision":
-                    policy = replace(policy, target_rel_ci=parse_fraction(value, what="precision"))
-                elif key == "min_time":
-                    seconds = _as_seconds(key, value)
-                    policy = replace(policy, min_time_s=seconds, max_time_s=max(policy.max_time_s, seconds))
-                elif key == "max_time":
-                    seconds = _as_seconds(key, value)
-                    policy = replace(policy, max_time_s=seconds, min_time_s=min(policy.min_time_s, seconds))
-                elif key == "normalize":
-                    policy = replace(policy, normalize=str(value))
-                elif key == "profile":
-                    settings = replace(settings, profile=_as_bool(key, value))
-                elif key == "known_bad":
-                    settings = settings.declare_known_bad(_as_names(value))
-            settings = replace(settings, policy=policy)
+                settings = MARKER_OPTIONS[key].apply(settings, value)
         except (ValueError, TypeError) as exc:
-            raise UsageError(f"{test}: bad @pytest.mark.perf option: {exc}", hint=_marker_help()) from None
+            raise UsageError(f"{test}: bad @pytest.mark.perf option: {exc}", hint=marker_help()) from None
         except UsageError as exc:
             raise UsageError(f"{test}: bad @pytest.mark.perf option: {exc.message}", hint=exc.hint) from None
         return settings
@@ -138,10 +96,6 @@ class PerfSettings:
         return replace(self, expect=tuple(merged.items()))
 
 
-def _marker_help() -> str:
-    return "valid options: " + "; ".join(f"{k} ({v})" for k, v in MARKER_KEYS.items())
-
-
 def _as_names(value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         return (value,)
@@ -160,3 +114,68 @@ def _as_seconds(key: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise ValueError(f"{key} must be a positive number of seconds, got {value!r}")
     return float(value)
+
+
+def _with_policy(**fields: Any) -> Any:
+    return lambda settings: replace(settings, policy=replace(settings.policy, **fields))
+
+
+def _set_threshold(s: PerfSettings, v: Any) -> PerfSettings:
+    return replace(s, threshold=parse_fraction(v, what="threshold"))
+
+
+def _set_timer(s: PerfSettings, v: Any) -> PerfSettings:
+    if v not in TIMER_NAMES:
+        raise ValueError(f"timer {v!r} is not one of {', '.join(TIMER_NAMES)}")
+    return replace(s, timer=v)
+
+
+def _set_expect(s: PerfSettings, v: Any) -> PerfSettings:
+    if not isinstance(v, Mapping):
+        raise ValueError(f"expect must be a dict, got {type(v).__name__}")
+    return s.add_expect(dict(v))
+
+
+def _set_min_time(s: PerfSettings, v: Any) -> PerfSettings:
+    seconds = _as_seconds("min_time", v)
+    return _with_policy(min_time_s=seconds, max_time_s=max(s.policy.max_time_s, seconds))(s)
+
+
+def _set_max_time(s: PerfSettings, v: Any) -> PerfSettings:
+    seconds = _as_seconds("max_time", v)
+    return _with_policy(max_time_s=seconds, min_time_s=min(s.policy.min_time_s, seconds))(s)
+
+
+@dataclass(frozen=True)
+class MarkerOption:
+    help: str
+    apply: Any  # (PerfSettings, value) -> PerfSettings; raises ValueError/TypeError/UsageError
+
+
+def _torch_profile(s: PerfSettings, v: Any) -> PerfSettings:
+    return replace(s, torch_profile=_as_bool("torch_profile", v))
+
+
+# ``@pytest.mark.perf(KEY=VALUE)``: the valid keys and the marker's help come from this table
+MARKER_OPTIONS: dict[str, MarkerOption] = {
+    "threshold": MarkerOption("minimum slowdown that fails, e.g. '3%' or 0.025", _set_threshold),
+    "timer": MarkerOption(f"one of {', '.join(TIMER_NAMES)} ({timers_help()})", _set_timer),
+    "forbid": MarkerOption("list of structural rules, e.g. ['copy', 'sync']",
+                           lambda s, v: s.add_forbid(*_as_names(v))),
+    "expect": MarkerOption("dict, e.g. {'sdpa_backend': 'cudnn', 'max_syncs': 0}", _set_expect),
+    "l2_flush": MarkerOption("bool: flush L2 before each call (cold cache; event timer)",
+                             lambda s, v: _with_policy(l2_flush=_as_bool("l2_flush", v))(s)),
+    "precision": MarkerOption("target relative CI half-width of the median, e.g. '0.5%'",
+                              lambda s, v: _with_policy(target_rel_ci=parse_fraction(v, what="precision"))(s)),
+    "min_time": MarkerOption("seconds of sampling at least", _set_min_time),
+    "max_time": MarkerOption("seconds of sampling at most", _set_max_time),
+    "normalize": MarkerOption("auto, sm_clock or none", lambda s, v: _with_policy(normalize=str(v))(s)),
+    "torch_profile": MarkerOption("bool: run the torch.profiler pass", _torch_profile),
+    "profile": MarkerOption("old name of torch_profile", _torch_profile),
+    "known_bad": MarkerOption("rules this seeded bad variant must break, e.g. ['copy']: flagged = pass",
+                              lambda s, v: s.declare_known_bad(_as_names(v))),
+}
+
+
+def marker_help() -> str:
+    return "valid options: " + "; ".join(f"{k} ({o.help})" for k, o in MARKER_OPTIONS.items())

@@ -2,25 +2,43 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
-# two-sided normal quantiles for the confidence levels perfci uses
-_Z = {0.90: 1.6449, 0.95: 1.9600, 0.99: 2.5758, 0.999: 3.2905}
+
+@functools.lru_cache(maxsize=64)
+def normal_quantile(p: float) -> float:
+    """Standard-normal quantile (inverse CDF) for 0 < p < 1, by bisection on math.erfc (no scipy)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must be in (0, 1), got {p}")
+    lo, hi = -40.0, 40.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if 0.5 * math.erfc(-mid / math.sqrt(2.0)) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12:
+            break
+    return 0.5 * (lo + hi)
 
 
 def z_value(confidence: float) -> float:
-    """Two-sided standard-normal quantile for ``confidence`` (0.90, 0.95, 0.99 or 0.999)."""
-    try:
-        return _Z[round(confidence, 3)]
-    except KeyError:
-        raise ValueError(f"confidence must be one of {sorted(_Z)}, got {confidence}") from None
+    """Two-sided standard-normal quantile for ``confidence`` (e.g. 1.96 at 0.95)."""
+    return normal_quantile(0.5 + confidence / 2.0)
 
 
 def median(values: Sequence[float]) -> float:
     if not values:
         raise ValueError("median of no values")
     return _median_sorted(sorted(values))
+
+
+def finite_median(values: Sequence[float]) -> float | None:
+    """Median of the finite values, None when there are none."""
+    finite = [float(v) for v in values if math.isfinite(v)]
+    return median(finite) if finite else None
 
 
 def _interval_sorted(ordered: Sequence[float], confidence: float) -> tuple[float, float]:

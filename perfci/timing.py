@@ -9,8 +9,10 @@
 
 All timers share one adaptive engine: warm up until batch medians settle, then sample until the
 median's relative confidence half-width is under the target (or a time/sample cap), keeping every
-raw sample. SM clocks are read through NVML during sampling so that compute-bound work can be
-compared at a reference clock.
+raw sample. The SM clock of every batch is read in-band by a tiny probe kernel
+(``perfci.clockprobe``; NVML's reported clock when it cannot run), so that compute-bound work can be
+compared at a reference clock. The timers are registered by name in ``TIMERS``: option choices,
+marker help and the rule "host wall-clock times are never gated" (``device_time``) come from there.
 """
 
 from __future__ import annotations
@@ -34,14 +36,16 @@ from perfci.units import gbps
 if TYPE_CHECKING:
     from perfci.fingerprint import Fingerprint
 
-TIMER_NAMES = ("auto", "graph", "event", "wall")
 Clock = Callable[[], float]
 BatchRunner = Callable[[int], list[float]]
-Annotate = Callable[[], AbstractContextManager[None]]
+NvtxRange = Callable[[], AbstractContextManager[None]]
 
 
 class Timer(Protocol):
     name: str
+    device_time: bool  # measures device time (host wall-clock times are reported, never gated)
+    needs_gpu: bool
+    help: str
 
     def measure(self, fn: Callable[[], Any], policy: SamplingPolicy) -> Measurement: ...
 
@@ -120,21 +124,33 @@ class WallTimer:
     """Host wall clock. On a GPU each call is followed by a synchronise (the mode requires it)."""
 
     name = "wall"
+    device_time = False
+    needs_gpu = False
+    help = "host perf_counter (synchronising after each call on a GPU); the default without a GPU"
+    label = "wall (host wall clock, not device time)"
+
+    @classmethod
+    def create(cls, *, gpu_available: bool, nvtx_range: NvtxRange = nullcontext) -> WallTimer:
+        if gpu_available:
+            import torch
+
+            return cls(synchronize=torch.cuda.synchronize, device="cuda (host wall clock)", nvtx_range=nvtx_range)
+        return cls(nvtx_range=nvtx_range)
 
     def __init__(self, clock: Clock = time.perf_counter, synchronize: Callable[[], None] | None = None,
-                 device: str = "cpu", annotate: Annotate = nullcontext) -> None:
-        self._annotate = annotate
+                 device: str = "cpu", nvtx_range: NvtxRange = nullcontext) -> None:
+        self._nvtx_range = nvtx_range
         self._clock = clock
         self._sync = synchronize
         self._device = device
 
     def measure(self, fn: Callable[[], Any], policy: SamplingPolicy) -> Measurement:
-        clock, sync, annotate = self._clock, self._sync, self._annotate
+        clock, sync, nvtx_range = self._clock, self._sync, self._nvtx_range
 
         def run_batch(k: int) -> list[float]:
             out = []
             for _ in range(k):
-                with annotate():
+                with nvtx_range():
                     t0 = clock()
                     fn()
                     if sync is not None:
@@ -160,10 +176,23 @@ class WallTimer:
 class _CudaTimerBase:
     """Shared by the CUDA timers: pipelined batches, per-batch SM clock, NVML state, noise."""
 
-    def __init__(self, device_index: int | None = None, annotate: Annotate = nullcontext) -> None:
+    name = ""
+    device_time = True
+    needs_gpu = True
+    help = ""
+
+    @classmethod
+    def create(cls, *, gpu_available: bool, nvtx_range: NvtxRange = nullcontext) -> _CudaTimerBase:
+        return cls(nvtx_range=nvtx_range)
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+    def __init__(self, device_index: int | None = None, nvtx_range: NvtxRange = nullcontext) -> None:
         import torch
 
-        self._annotate = annotate
+        self._nvtx_range = nvtx_range
         self._torch = torch
         self._index = torch.cuda.current_device() if device_index is None else device_index
         self._nvml = Nvml.for_torch_device(self._index)
@@ -266,6 +295,7 @@ class EventTimer(_CudaTimerBase):
     """CUDA events around each call; with ``l2_flush`` a buffer twice the L2 size is zeroed first."""
 
     name = "event"
+    help = "CUDA events around each call; l2_flush=True zeroes twice the L2 before each call (cold cache)"
 
     def measure(self, fn: Callable[[], Any], policy: SamplingPolicy,
                 fallback_reason: str | None = None) -> Measurement:
@@ -275,14 +305,14 @@ class EventTimer(_CudaTimerBase):
             l2 = getattr(torch.cuda.get_device_properties(self._index), "L2_cache_size", 0) or 64 * 2**20
             flush_buf = torch.empty(2 * l2 // 4, dtype=torch.int32, device=f"cuda:{self._index}")
         cost_s = self._estimate_call_s(fn)
-        annotate = self._annotate
+        nvtx_range = self._nvtx_range
 
         def enqueue(k: int) -> list[tuple[Any, Any]]:
             pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(k)]
             for start, end in pairs:
                 if flush_buf is not None:
                     flush_buf.zero_()
-                with annotate():
+                with nvtx_range():
                     start.record()
                     fn()
                     end.record()
@@ -296,6 +326,7 @@ class GraphTimer(_CudaTimerBase):
     """N calls captured in one CUDA graph; replays timed with events, back to back, GPU kept busy."""
 
     name = "graph"
+    help = "N calls captured in one CUDA graph, replays timed back to back with CUDA events; the default on a GPU"
 
     def measure(self, fn: Callable[[], Any], policy: SamplingPolicy) -> Measurement:
         torch = self._torch
@@ -309,14 +340,14 @@ class GraphTimer(_CudaTimerBase):
         except Exception as exc:  # capture is refused by syncs, host reads, unsafe allocations...
             reason = f"CUDA graph capture failed: {type(exc).__name__}: {_first_line(exc)}"
             self._recover_from_failed_capture()
-            return EventTimer(self._index, self._annotate).measure(fn, policy, fallback_reason=reason)
-        annotate = self._annotate
+            return EventTimer(self._index, self._nvtx_range).measure(fn, policy, fallback_reason=reason)
+        nvtx_range = self._nvtx_range
 
         def enqueue(k: int) -> list[tuple[Any, Any]]:
             events = [torch.cuda.Event(enable_timing=True) for _ in range(k + 1)]
             events[0].record()
             for i in range(k):
-                with annotate():
+                with nvtx_range():
                     graph.replay()
                 events[i + 1].record()
             return list(itertools.pairwise(events))
@@ -374,26 +405,49 @@ def _precision_noise(result: EngineResult, policy: SamplingPolicy) -> tuple[str,
     return tuple(reasons)
 
 
-def make_timer(name: str, *, gpu_available: bool, l2_flush: bool = False,
-               annotate: Annotate = nullcontext) -> Timer:
-    """The timer for ``name`` ('auto' picks graph on GPU, event when L2 is flushed, wall on CPU)."""
+TIMERS: dict[str, Any] = {"graph": GraphTimer, "event": EventTimer, "wall": WallTimer}
+TIMER_NAMES = ("auto", *TIMERS)
+
+
+def timers_help() -> str:
+    """One line per timer, from the registry (option and marker help)."""
+    return "; ".join(f"{name}: {cls.help}" for name, cls in TIMERS.items())
+
+
+def is_device_timer(name: str) -> bool:
+    """Whether the timer called ``name`` measures device time (a timer unknown here is assumed to)."""
+    timer = TIMERS.get(name)
+    return True if timer is None else bool(timer.device_time)
+
+
+def timer_label(measurement: Measurement) -> str:
+    """Short label for tables: the timer, whether it is device time, fallback and L2 state."""
+    timer = TIMERS.get(measurement.timer)
+    text = getattr(timer, "label", measurement.timer) if timer is WallTimer else measurement.timer
+    if measurement.fallback_reason:
+        text += " [fallback]"
+    if measurement.l2_flush:
+        text += " cold-L2"
+    return text
+
+
+def resolve_timer(name: str, *, gpu_available: bool, l2_flush: bool = False) -> str:
+    """The registry name ``name`` stands for ('auto': graph on a GPU, event when L2 is flushed, wall on CPU)."""
     if name not in TIMER_NAMES:
         raise UsageError(f"unknown timer {name!r}", hint=f"choose one of {', '.join(TIMER_NAMES)}")
     if name == "auto":
-        name = ("event" if l2_flush else "graph") if gpu_available else "wall"
-    if name in ("graph", "event") and not gpu_available:
-        raise UsageError(f"timer {name!r} needs a CUDA GPU and none is visible",
-                         hint="use timer='wall' or 'auto' on a machine without a GPU")
-    if name == "graph":
-        return GraphTimer(annotate=annotate)
-    if name == "event":
-        return EventTimer(annotate=annotate)
-    if gpu_available:
-        import torch
+        return ("event" if l2_flush else "graph") if gpu_available else "wall"
+    return name
 
-        return WallTimer(synchronize=torch.cuda.synchronize, device="cuda (host wall clock)",
-                         annotate=annotate)
-    return WallTimer(annotate=annotate)
+
+def make_timer(name: str, *, gpu_available: bool, l2_flush: bool = False,
+               nvtx_range: NvtxRange = nullcontext) -> Timer:
+    """The timer for ``name`` from the registry (see :func:`resolve_timer`)."""
+    cls = TIMERS[resolve_timer(name, gpu_available=gpu_available, l2_flush=l2_flush)]
+    if cls.needs_gpu and not gpu_available:
+        raise UsageError(f"timer {cls.name!r} needs a CUDA GPU and none is visible",
+                         hint="use timer='wall' or 'auto' on a machine without a GPU")
+    return cls.create(gpu_available=gpu_available, nvtx_range=nvtx_range)
 
 
 def measure_compared(timer: Any, fn: Callable[[], Any], policy: SamplingPolicy, fingerprint: Fingerprint, *,
@@ -420,7 +474,7 @@ def choose_normalization(measurement: Measurement, policy: SamplingPolicy, *, by
     def keep(reason: str) -> Measurement:
         return replace(measurement, normalization="none", normalization_reason=reason)
 
-    if measurement.timer == "wall":
+    if not is_device_timer(measurement.timer):
         return keep("host wall clock")
     return _judge_clock(_normalized(measurement, policy, keep, bytes_moved=bytes_moved,
                                     peak_bandwidth_gbps=peak_bandwidth_gbps,

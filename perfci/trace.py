@@ -24,6 +24,7 @@ from typing import Any
 
 from perfci import categories as cat
 from perfci.errors import BadInputError, UsageError
+from perfci.kernelrows import KernelRow, format_rows
 from perfci.tracetable import (
     CALL_MARK,
     SITE_PREFIX,
@@ -46,6 +47,7 @@ __all__ = [
     "SyncRecord",
     "format_profile_table",
     "profile_call",
+    "profile_rows",
 ]
 
 SCHEMA = 1
@@ -388,22 +390,27 @@ def _with_notes(profile: KernelProfile, notes: tuple[str, ...]) -> KernelProfile
 # --- terminal output --------------------------------------------------------------------------
 
 
-def format_profile_table(profile: KernelProfile, *, name_width: int = 48) -> str:
-    """A fixed-width table for the terminal: category, name, count, time, bytes, culprit."""
+def profile_rows(benchmark: str, profile: KernelProfile) -> list[KernelRow]:
+    """The kernel profile of one benchmark as kernel rows (counts over the profiled calls); host syncs
+    become rows of category ``sync`` so that they show beside the kernels."""
+    calls = max(profile.calls_profiled, 1)
+    rows = [KernelRow(benchmark, k.name, k.category, k.kind, round(k.count_per_call * calls),
+                      k.time_us_per_call * calls / 1e3, str(k.culprit) if k.culprit else None,
+                      {"bytes_per_call": float(k.bytes_per_call)} if k.bytes_per_call else {})
+            for k in profile.kernels]
+    rows += [KernelRow(benchmark, "(host waits for device)", "sync", s.kind, round(s.count_per_call * calls), 0.0,
+                       str(s.culprit) if s.culprit else None) for s in profile.syncs]
+    return rows
+
+
+def format_profile_table(profile: KernelProfile, benchmark: str = "(profiled call)") -> str:
+    """A summary line, then the kernel rows through the one table printer (``perfci.kernelrows``)."""
     if not profile.ok:
         return f"profile missing: {profile.missing_reason}"
     head = (f"level={profile.level} device={profile.device or '?'} calls={profile.calls_profiled} "
             f"launches/call={profile.launches_per_call:g} sdpa={profile.sdpa_backend or '-'} "
             f"copy bytes/call={format_bytes(profile.copy_bytes_per_call)} "
             f"peak mem={'-' if profile.peak_memory_bytes is None else format_bytes(profile.peak_memory_bytes)}")
-    lines = [head, f"{'category':<20} {'name':<{name_width}} {'n/call':>7} {'us/call':>9} {'bytes/call':>11}  culprit"]
-    for k in profile.kernels:
-        category = f"{k.category}/{k.kind}" if k.kind else k.category
-        name = k.name if len(k.name) <= name_width else k.name[: name_width - 1] + "…"
-        lines.append(f"{category:<20} {name:<{name_width}} {k.count_per_call:>7g} {k.time_us_per_call:>9.1f} "
-                     f"{format_bytes(k.bytes_per_call) if k.bytes_per_call else '-':>11}  {k.culprit or '-'}")
-    for s in profile.syncs:
-        lines.append(f"{'sync/' + s.kind:<20} {'(host waits for device)':<{name_width}} {s.count_per_call:>7g} "
-                     f"{'':>9} {'':>11}  {s.culprit or '-'}")
+    lines = [head, format_rows(profile_rows(benchmark, profile), metrics=("bytes_per_call",))]
     lines.extend(f"note: {n}" for n in profile.notes)
     return "\n".join(lines)

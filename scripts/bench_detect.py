@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from perfci.baseline import write_atomic  # noqa: E402  (after the path insert; imports no torch)
+from perfci.record import write_atomic  # noqa: E402  (after the path insert; imports no torch)
 from scripts.detect_sim import median5_fails  # noqa: E402
 
 # planted work: n back-to-back 2048^3 bf16 GEMMs; one more GEMM is exactly 1/n more work
@@ -67,7 +67,7 @@ def gemm_worker(args: argparse.Namespace) -> None:
     m = measure_compared(GraphTimer(), work, policy, fp)
     doc = {"gpu": fp.name, "slug": fp.slug, "fingerprint": fp.machine_info(), "label": args.label, "gemms": n,
            "samples_ms": list(m.samples_ms), "sm_clock_mhz": list(m.sample_sm_clock_mhz),
-           "gated_ms": list(m.gated_samples_ms), "median_ms": m.median_ms, "gated_median_ms": m.gated_median_ms,
+           "gated_ms": list(m.compared_samples_ms), "median_ms": m.median_ms, "gated_median_ms": m.compared_median_ms,
            "clock_mhz": m.median_sm_clock_mhz, "noisy": m.noisy, "noise": list(m.noise_reasons),
            "normalization": m.normalization, "reference_sm_clock_mhz": m.reference_sm_clock_mhz}
     write_atomic(Path(args.output), doc)
@@ -206,7 +206,7 @@ def analyse_suite(root: Path) -> dict:
     from perfci.baseline import make_baseline
     from perfci.compare import Verdict
     from perfci.gate import judge_files
-    from perfci.results import load_results, parse_results
+    from perfci.record import load_results
 
     files = sorted((root / "suite").glob("run*.json"), key=lambda p: int(p.stem[3:]))
     runs = [load_results(p) for p in files]
@@ -215,8 +215,7 @@ def analyse_suite(root: Path) -> dict:
     alarms, median5, noisy, compared, per_run, reasons = [], [], 0, 0, [], []
     for i, new in enumerate(runs):
         others = [r for j, r in enumerate(runs) if j != i]
-        base = parse_results(make_baseline(others, gpu=new.gpu or "", force=True),
-                             root / f"baseline_without_{i}.json", "baseline")
+        base = make_baseline(others, gpu=new.gpu or "", force=True, path=root / f"baseline_without_{i}.json")
         verdict = judge_files(new, base)
         run_alarms = 0
         for o in verdict.outcomes:
@@ -243,7 +242,6 @@ def _suite_confirmed(root: Path, runs: list) -> dict:
     from perfci.baseline import make_baseline
     from perfci.confirm import pooled, to_confirm
     from perfci.gate import judge_files
-    from perfci.results import parse_results
 
     if len(runs) < 3:
         return {}
@@ -253,8 +251,8 @@ def _suite_confirmed(root: Path, runs: list) -> dict:
         pair = frozenset((i, k))
         if pair not in baselines:
             others = [r for j, r in enumerate(runs) if j not in pair]
-            baselines[pair] = parse_results(make_baseline(others, gpu=runs[i].gpu or "", force=True),
-                                            root / f"baseline_without_{min(pair)}_{max(pair)}.json", "baseline")
+            baselines[pair] = make_baseline(others, gpu=runs[i].gpu or "", force=True,
+                                            path=root / f"baseline_without_{min(pair)}_{max(pair)}.json")
         base = baselines[pair]
         first = judge_files(runs[i], base)
         compared += len(first.outcomes)

@@ -102,9 +102,9 @@ def worker(args: argparse.Namespace) -> None:
         t0 = time.perf_counter()
         m = measure_compared(GraphTimer(), fn, policy, fp, bytes_moved=work.get("bytes"))
         row["perfci_s"] = time.perf_counter() - t0
-        row["perfci"] = m.gated_median_ms
+        row["perfci"] = m.compared_median_ms
         row["perfci_raw"] = m.median_ms
-        row["perfci_info"] = {k: v for k, v in m.to_summary().items() if k != "gated_samples_ms"}
+        row["perfci_info"] = m.details()
         row["do_bench"] = tt.do_bench(fn, return_mode="median")
         row["do_bench_cudagraph"] = tt.do_bench_cudagraph(fn, return_mode="median")
         row["torch_timer"] = Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=1.0).median * 1e3

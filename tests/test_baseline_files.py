@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from perfci.baseline import available, baseline_path, load_baseline, load_for_gpu, make_baseline, write_atomic
+from perfci.baseline import available, baseline_path, load_baseline, load_for_gpu, make_baseline
 from perfci.errors import BadInputError, UsageError
-from perfci.results import SCHEMA_VERSION, load_results
+from perfci.record import SCHEMA_VERSION, load_results, to_document, write_atomic, write_results
 
 GPU = "NVIDIA_H100_80GB_HBM3"
 
@@ -61,9 +61,8 @@ def test_missing_file_and_directory(tmp_path):
 
 def test_baseline_round_trip_and_foreign_gpu_refused(tmp_path):
     run = load_results(write(tmp_path / "run.json", result_doc()))
-    doc = make_baseline([run], gpu=GPU)
     target = baseline_path(tmp_path / "baselines", GPU)
-    write_atomic(target, doc)
+    write_results(make_baseline([run], gpu=GPU), target)
     base = load_for_gpu(tmp_path / "baselines", GPU)
     assert base is not None and base.header["schema_version"] == SCHEMA_VERSION
     assert base.benchmarks["tests/perf/test_x.py::test_1"].median_ms == 2.0
@@ -76,14 +75,14 @@ def test_baseline_round_trip_and_foreign_gpu_refused(tmp_path):
 
 def test_baseline_keeps_per_run_medians_and_refuses_noisy_runs(tmp_path):
     runs = [load_results(write(tmp_path / f"r{i}.json", result_doc(medians=(1.0 + i / 100, 2.0)))) for i in range(3)]
-    doc = make_baseline(runs, gpu=GPU)
+    doc = to_document(make_baseline(runs, gpu=GPU))
     info = doc["benchmarks"][0]["extra_info"]["perfci"]
     assert info["run_medians_ms"] == [1.0, 1.01, 1.02]
     assert "data" not in doc["benchmarks"][0]["stats"]
     noisy = load_results(write(tmp_path / "n.json", result_doc(noisy=True)))
     with pytest.raises(UsageError, match="NOISY"):
         make_baseline([noisy], gpu=GPU)
-    assert make_baseline([noisy], gpu=GPU, force=True)["perfci"]["forced"] is True
+    assert make_baseline([noisy], gpu=GPU, force=True).header["forced"] is True
     other = load_results(write(tmp_path / "o.json", result_doc(gpu="NVIDIA_H200")))
     with pytest.raises(BadInputError, match="not NVIDIA_H100"):
         make_baseline([other], gpu=GPU)

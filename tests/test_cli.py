@@ -11,6 +11,7 @@ import pytest
 
 from perfci.cli import main
 from perfci.fingerprint import detect
+from perfci.record import SCHEMA_VERSION
 
 SUITE = '''
 import torch
@@ -96,7 +97,7 @@ def test_run_baseline_compare_cycle(tmp_path):
     assert upd.returncode == 0, upd.stdout + upd.stderr
     target = tmp_path / "baselines" / detect().slug / "0001_baseline.json"
     doc = json.loads(target.read_text())
-    assert doc["perfci"]["schema_version"] == 1 and doc["perfci"]["gpu"] == detect().slug
+    assert doc["perfci"]["schema_version"] == SCHEMA_VERSION and doc["perfci"]["gpu"] == detect().slug
     assert perfci("baseline", "list", cwd=tmp_path).stdout.startswith(detect().slug)
     assert "test_neg" in perfci("baseline", "show", cwd=tmp_path).stdout
     # a second run compares (CPU timings are reported, not gated) -> exit 0

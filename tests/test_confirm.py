@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from perfci.compare import Sample, Verdict, compare_samples
-from perfci.confirm import annotate, merge, pooled, pooled_run_medians, to_confirm
+from perfci.confirm import merge, pooled, pooled_run_medians, to_confirm, with_notes
 from perfci.gate import judge_files
-from perfci.results import parse_results
+from perfci.record import parse_results
 from tests.test_plugin import FAST, MUL_TEST
 
 
@@ -28,7 +28,7 @@ def result_doc(levels: dict[str, float], seed: int, *, run_medians: dict[str, li
     benches = []
     for i, (name, level) in enumerate(sorted(levels.items())):
         data = samples(level, seed * 100 + i)
-        info = {"median_ms": float(np.median(data)), "gated_samples_ms": data, "timer": "graph",
+        info = {"median_ms": float(np.median(data)), "compared_samples_ms": data, "timer": "graph",
                 "normalization": "none", "noisy": False, "noise_reasons": []}
         if run_medians and name in run_medians:
             info["run_medians_ms"] = run_medians[name]
@@ -49,10 +49,10 @@ def test_pooling_keeps_the_second_runs_samples_and_both_run_medians():
     first = result(result_doc({"t::a": 1.03}, seed=1)).benchmarks["t::a"]
     second = result(result_doc({"t::a": 1.0}, seed=2)).benchmarks["t::a"]
     both = pooled(first, second)
-    assert both.gated_samples_ms == second.gated_samples_ms
+    assert both.compared_samples_ms == second.compared_samples_ms
     assert both.run_medians_ms == pooled_run_medians(first, second)
-    assert both.run_medians_ms[0] == pytest.approx(first.gated_median_ms)
-    assert both.run_medians_ms[1] == pytest.approx(second.gated_median_ms, rel=1e-6)
+    assert both.run_medians_ms[0] == pytest.approx(first.compared_median_ms)
+    assert both.run_medians_ms[1] == pytest.approx(second.compared_median_ms, rel=1e-6)
     # a result that was pooled already contributes its run medians, not its own median again
     again = pooled(both, first)
     assert again.run_medians_ms[:2] == both.run_medians_ms and len(again.run_medians_ms) == 3
@@ -83,8 +83,8 @@ def test_a_slowdown_both_runs_show_is_confirmed_and_a_one_process_blip_is_not():
     assert not_re_measured == ()
     assert merged.benchmarks["t::steady"] == first.benchmarks["t::steady"]  # untouched
     assert len(merged.benchmarks["t::slowed"].run_medians_ms) == 2
-    assert merged.raw["perfci_confirmation"]["re_measured"] == ["t::blip", "t::slowed"]
-    final = annotate(judge_files(merged, base), to_confirm(verdict), verdict, not_re_measured)
+    assert merged.document["perfci_confirmation"]["re_measured"] == ["t::blip", "t::slowed"]
+    final = with_notes(judge_files(merged, base), to_confirm(verdict), verdict, not_re_measured)
     by_name = {o.name: o for o in final.outcomes}
     assert by_name["t::slowed"].timing_failed
     assert "confirmed by a second fresh process" in by_name["t::slowed"].evidence()
@@ -102,7 +102,7 @@ def test_a_benchmark_the_second_pass_did_not_measure_keeps_its_first_pass_verdic
     empty = result({"benchmarks": []}, "confirm.json")
     merged, not_re_measured = merge(first, empty, to_confirm(verdict))
     assert not_re_measured == ("t::slowed",)
-    final = annotate(judge_files(merged, base), to_confirm(verdict), verdict, not_re_measured)
+    final = with_notes(judge_files(merged, base), to_confirm(verdict), verdict, not_re_measured)
     assert [o.name for o in final.regressions] == ["t::slowed"]
     assert "did not re-measure it" in final.regressions[0].evidence()
 
@@ -139,10 +139,10 @@ def test_confirmation_pass_runs_only_the_selected_benchmarks_and_records_both_ru
     assert [b["fullname"] for b in second["benchmarks"]] == ["test_ops.py::test_mul"]
     info = second["benchmarks"][0]["extra_info"]["perfci"]
     first_info = next(b for b in first["benchmarks"] if b["fullname"] == "test_ops.py::test_mul")["extra_info"]
-    first_median = float(np.median(first_info["perfci"]["gated_samples_ms"]))
+    first_median = float(np.median(first_info["perfci"]["compared_samples_ms"]))
     assert info["pooled_with"] == "first.json"
     assert info["run_medians_ms"][0] == pytest.approx(first_median)
-    assert info["run_medians_ms"][1] == pytest.approx(float(np.median(info["gated_samples_ms"])), rel=1e-6)
+    assert info["run_medians_ms"][1] == pytest.approx(float(np.median(info["compared_samples_ms"])), rel=1e-6)
 
 
 def test_a_bad_first_pass_file_is_a_one_line_usage_error(pytester):
@@ -165,7 +165,7 @@ def test_the_merged_entry_keeps_the_first_passs_kernel_profile_and_structural_fa
     for entry in first_doc["benchmarks"]:
         entry["extra_info"]["perfci"]["profile"] = marker
         if entry["fullname"] == "t::blip":  # slower and a declared rule broken: fails on structure alone
-            entry["extra_info"]["perfci"]["gated_samples_ms"] = samples(2.1, 7)
+            entry["extra_info"]["perfci"]["compared_samples_ms"] = samples(2.1, 7)
             entry["extra_info"]["perfci"]["forbid"] = ["copy"]
     first = result(first_doc, "first.json")
     verdict = judge_files(first, base)
@@ -175,9 +175,9 @@ def test_the_merged_entry_keeps_the_first_passs_kernel_profile_and_structural_fa
     second_doc = result_doc({"t::slowed": 1.05}, seed=3, run_medians={"t::slowed": [1.05, 1.05]},
                             pooled_with="first.json")
     merged, _ = merge(first, result(second_doc, "confirm.json"), ("t::slowed",))
-    assert merged.benchmarks["t::slowed"].profile == marker
-    second_samples = result(second_doc).benchmarks["t::slowed"].gated_samples_ms
-    assert merged.benchmarks["t::slowed"].gated_samples_ms == second_samples
+    assert merged.benchmarks["t::slowed"].profile.to_dict() == marker
+    second_samples = result(second_doc).benchmarks["t::slowed"].compared_samples_ms
+    assert merged.benchmarks["t::slowed"].compared_samples_ms == second_samples
 
 
 # --- perfci run's two passes, driven through the real CLI; only the pytest child is replaced, by one
@@ -185,7 +185,7 @@ def test_the_merged_entry_keeps_the_first_passs_kernel_profile_and_structural_fa
 
 
 def _drive(tmp_path, monkeypatch, second: str):
-    from perfci import commands
+    from perfci import pipeline
     from perfci.cli import main
     from perfci.errors import InfrastructureError
     from perfci.fingerprint import detect
@@ -222,7 +222,7 @@ def _drive(tmp_path, monkeypatch, second: str):
         out.write_text(json.dumps(doc))
         return SuiteRun(out, 1)
 
-    monkeypatch.setattr(commands, "run_suite", fake_run_suite)
+    monkeypatch.setattr(pipeline, "run_suite", fake_run_suite)
     code = main(["run", "--report-dir", "rep"])
     results = tmp_path / ".perfci" / "results"
     return code, calls, results, tmp_path
@@ -257,7 +257,7 @@ def test_confirmation_args_drop_what_would_stop_or_deselect_the_second_pass():
 
 
 def test_a_deselected_or_unnamed_benchmark_is_not_missing_but_a_removed_one_is(pytester):
-    from perfci.results import load_results
+    from perfci.record import load_results
 
     pytester.makepyfile(test_ops=MUL_TESTS, test_other=MUL_TESTS.replace("test_", "test_other_"))
     pytester.runpytest_subprocess(*FAST, "--benchmark-json=all.json").assert_outcomes(passed=4)
@@ -272,11 +272,11 @@ def test_a_deselected_or_unnamed_benchmark_is_not_missing_but_a_removed_one_is(p
 
 
 def test_run_scope_is_rootdir_relative_and_unknown_outside_it(tmp_path):
-    from perfci.results import run_scope
+    from perfci.runner import run_scope
 
     root = tmp_path / "proj"
     (root / "tests" / "perf").mkdir(parents=True)
-    assert run_scope([str(root)], root, root) == [""]
-    assert run_scope(["tests/perf", "tests/x.py::test_a[1]"], root, root) == ["tests/perf", "tests/x.py::test_a[1]"]
-    assert run_scope(["perf"], root / "tests", root) == ["tests/perf"]
+    assert run_scope([str(root)], root, root) == ("",)
+    assert run_scope(["tests/perf", "tests/x.py::test_a[1]"], root, root) == ("tests/perf", "tests/x.py::test_a[1]")
+    assert run_scope(["perf"], root / "tests", root) == ("tests/perf",)
     assert run_scope([str(tmp_path / "elsewhere")], root, root) is None

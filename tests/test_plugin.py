@@ -124,7 +124,7 @@ def test_usage_errors_name_the_test(pytester):
 def test_marker_options_are_recorded(pytester):
     pytester.makepyfile(test_ops="""
         import pytest, torch
-        @pytest.mark.perf(threshold="2.5%", max_time=0.05, profile=False)
+        @pytest.mark.perf(threshold="2.5%", max_time=0.05, torch_profile=False)
         def test_neg(perf):
             perf(torch.neg, torch.ones(3))
     """)
@@ -176,9 +176,9 @@ def test_github_step_summary_is_written(pytester, monkeypatch, tmp_path):
 
 def test_structural_regression_fails_only_the_offending_test_with_its_line(pytester, monkeypatch):
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
-    from perfci.baseline import baseline_path, make_baseline, write_atomic
+    from perfci.baseline import baseline_path, make_baseline
     from perfci.fingerprint import detect
-    from perfci.results import load_results
+    from perfci.record import load_results, write_results
 
     clean = """
         import torch
@@ -196,8 +196,8 @@ def test_structural_regression_fails_only_the_offending_test_with_its_line(pytes
     pytester.makepyfile(test_ops=clean)
     run(pytester, "--benchmark-json=base.json").assert_outcomes(passed=2)
     slug = detect().slug
-    doc = make_baseline([load_results(pytester.path / "base.json")], gpu=slug)
-    write_atomic(baseline_path(pytester.path / "bl", slug), doc)
+    write_results(make_baseline([load_results(pytester.path / "base.json")], gpu=slug,
+                                path=baseline_path(pytester.path / "bl", slug)))
 
     pytester.makepyfile(test_ops=clean.replace("return x.neg()", "return x.t().contiguous().neg()"))
     line = next(i for i, text in enumerate((pytester.path / "test_ops.py").read_text().splitlines(), 1)

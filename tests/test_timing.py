@@ -12,7 +12,7 @@ import pytest
 from perfci import stats
 from perfci.errors import UsageError
 from perfci.measurement import Measurement, SamplingPolicy
-from perfci.timing import WallTimer, choose_normalization, make_timer, run_engine
+from perfci.timing import WallTimer, choose_normalization, make_timer, run_engine, timer_label
 
 
 class FakeClock:
@@ -116,7 +116,7 @@ def test_wall_timer_measures_real_sleep_and_is_labelled():
     policy = SamplingPolicy(warmup_min_s=0.0, warmup_max_s=0.05, min_time_s=0.05, max_time_s=0.3,
                             target_rel_ci=0.05, min_samples=5)
     m = WallTimer().measure(lambda: time.sleep(0.002), policy)
-    assert m.timer == "wall" and "not device time" in m.label()
+    assert m.timer == "wall" and "not device time" in timer_label(m)
     assert 1.9 <= m.median_ms <= 10.0
     assert m.normalization == "none"
 
@@ -140,7 +140,7 @@ def test_normalisation_scales_compute_bound_samples_to_the_reference_clock():
     n = choose_normalization(m, SamplingPolicy(), bytes_moved=None, peak_bandwidth_gbps=3000,
                              reference_sm_clock_mhz=2000)
     assert n.normalization == "sm_clock"
-    assert n.gated_samples_ms == pytest.approx((1.0, 1.0, 0.99))
+    assert n.compared_samples_ms == pytest.approx((1.0, 1.0, 0.99))
     assert n.samples_ms == m.samples_ms  # raw kept
 
 
@@ -150,7 +150,7 @@ def test_normalisation_skips_memory_bound_and_unreadable_clocks():
     n = choose_normalization(m, SamplingPolicy(), bytes_moved=3 * 10**9, peak_bandwidth_gbps=3000,
                              reference_sm_clock_mhz=2000)
     assert n.normalization == "none" and "memory-bound" in n.normalization_reason
-    assert n.gated_samples_ms == m.samples_ms
+    assert n.compared_samples_ms == m.samples_ms
     no_clock = choose_normalization(_measurement([1.0] * 5), SamplingPolicy(), bytes_moved=None,
                                     peak_bandwidth_gbps=None, reference_sm_clock_mhz=2000)
     assert no_clock.normalization == "none" and "NVML" in no_clock.normalization_reason
@@ -159,10 +159,15 @@ def test_normalisation_skips_memory_bound_and_unreadable_clocks():
 def test_summary_thins_samples_but_keeps_the_median():
     rng = random.Random(5)
     samples = [rng.uniform(1, 2) for _ in range(5000)]
-    summary = _measurement(samples).to_summary()
-    assert len(summary["gated_samples_ms"]) == 1000
-    assert summary["n_samples"] == 5000
-    assert abs(stats.median(summary["gated_samples_ms"]) - stats.median(samples)) < 0.06
+    from perfci.record import record_from_measurement, record_to_info
+    from perfci.settings import PerfSettings
+
+    record = record_from_measurement("t", _measurement(samples), PerfSettings(), profile=None, flops=None,
+                                     bytes_moved=None)
+    info = record_to_info(record)
+    assert len(record.compared_samples_ms) == len(info["compared_samples_ms"]) == 1000
+    assert info["n_samples"] == 5000
+    assert abs(stats.median(info["compared_samples_ms"]) - stats.median(samples)) < 0.06
 
 
 def test_policy_validation():
@@ -205,7 +210,7 @@ def test_a_thermal_slowdown_is_noted_not_noisy_when_the_clock_is_corrected_per_b
                              reference_sm_clock_mhz=2000)
     assert n.normalization == "sm_clock" and not n.noisy
     assert "1700-2000 MHz" in n.normalization_reason and "sw_thermal_slowdown" in n.normalization_reason
-    assert max(n.gated_samples_ms) / min(n.gated_samples_ms) < 1.02  # the correction removed the clock
+    assert max(n.compared_samples_ms) / min(n.compared_samples_ms) < 1.02  # the correction removed the clock
 
 
 def test_unnormalised_times_are_noisy_only_when_they_followed_the_moving_clock():

@@ -1,0 +1,174 @@
+"""The run pipeline: passes, confirmation, merge, the MISSING rule, report; one place for all of it.
+
+``perfci run`` (and so ``make bench`` and the CI workflow) calls :func:`run`; ``perfci baseline
+update`` calls :func:`measure_runs`; the pytest plugin judges each benchmark in-process with the same
+``perfci.gate`` functions and the same report writers. ``commands.py`` only parses, calls and prints.
+
+Files of one run (``<stamp>`` shared): ``<stamp>_run.json`` is the result the verdict is taken on;
+with a confirmation pass, ``<stamp>_first.json`` keeps the first pass and ``<stamp>_confirm.json``
+the second. Every result file is written whole or not at all.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from perfci.baseline import baseline_path, describe_available, load_or_empty
+from perfci.confirm import merge, to_confirm, with_notes
+from perfci.errors import EXIT_INFRASTRUCTURE, EXIT_REGRESSION, BadInputError, InfrastructureError, PerfCIError
+from perfci.fingerprint import Fingerprint
+from perfci.gate import RunVerdict, judge_files
+from perfci.record import ResultFile, load_results, write_results
+from perfci.report import github_outputs, in_github_actions, write_report
+from perfci.runner import (
+    PYTEST_FAILED,
+    PYTEST_INTERNAL,
+    PYTEST_INTERRUPTED,
+    PYTEST_NO_TESTS,
+    confirmation_args,
+    pytest_exit_to_perfci,
+    results_path,
+    run_suite,
+    sibling_results_path,
+)
+
+Log = Callable[..., None]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    pytest_args: tuple[str, ...] = ()
+    baselines: Path | None = Path("baselines")  # None: measure only, no comparison
+    results_dir: Path = Path(".perfci/results")
+    report_dir: Path | None = Path("reports/latest")
+    confirm: bool = True  # re-measure a timing SLOWER in a second fresh process
+    require_baseline: bool = False
+    title: str = "perfci run"
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    result: ResultFile
+    verdict: RunVerdict
+    exit_code: int
+    report_paths: tuple[Path, ...]
+    baseline: ResultFile | None
+    messages: tuple[str, ...] = ()  # what went wrong besides regressions (stderr)
+
+
+class PassFailed(PerfCIError):
+    """A pytest pass settled the outcome by its exit code alone (usage error, nothing collected, crash)."""
+
+    def __init__(self, pytest_exit: int, exit_code: int) -> None:
+        why = "no benchmarks were collected" if pytest_exit == PYTEST_NO_TESTS else "see its output above"
+        super().__init__(f"pytest exited {pytest_exit}: {why}")
+        self.exit_code = exit_code
+
+
+def measure(pytest_args: list[str], out: Path, *, baselines: Path | None = None,
+            extra: list[str] | None = None) -> tuple[ResultFile, int]:
+    """One fresh-process pass over the suite: its result file and pytest's exit code."""
+    suite = run_suite(pytest_args, out=out, baselines=baselines, extra=extra)
+    settled = pytest_exit_to_perfci(suite.pytest_exit)
+    if settled is not None:
+        raise PassFailed(suite.pytest_exit, settled)
+    if not suite.results_path.exists():
+        raise InfrastructureError(f"pytest wrote no result file ({suite.results_path})")
+    return load_results(suite.results_path), suite.pytest_exit
+
+
+def load_baseline_for(options: RunOptions, fp: Fingerprint) -> tuple[ResultFile | None, str]:
+    """The baseline a run compares with (bad files fail here, before the long run)."""
+    if options.baselines is None:
+        return None, "measuring only (no baseline comparison)"
+    if options.require_baseline and not baseline_path(options.baselines, fp.slug).exists():
+        raise BadInputError(f"no baseline for {fp.slug} in {options.baselines}",
+                            hint=describe_available(options.baselines) + "; write one with `perfci baseline update`")
+    return load_or_empty(options.baselines, fp.slug)
+
+
+def run(options: RunOptions, fp: Fingerprint, log: Log = print) -> RunOutcome:
+    """Measure the suite, compare, confirm SLOWERs in a second fresh process, write the report."""
+    baseline, note = load_baseline_for(options, fp)
+    log(f"perfci: {note}")
+    confirming = options.baselines is not None and options.confirm
+    args = list(options.pytest_args)
+    new, pytest_exit = measure(args, results_path(options.results_dir), baselines=options.baselines,
+                               extra=["--perfci-provisional"] if confirming else None)
+    verdict = judge_files(new, baseline)
+    interrupted, names = False, to_confirm(verdict) if confirming else ()
+    messages: list[str] = []
+    if names:
+        new, verdict, interrupted, why = _confirm(args, new, verdict, names, baseline, options.baselines, log)
+        messages += why
+    paths: tuple[Path, ...] = ()
+    if options.report_dir is not None:
+        paths = tuple(write_report([r for r in (baseline, new) if r is not None and r.benchmarks], verdict,
+                                   options.report_dir, f"{options.title} on {fp.name}"))
+    if confirming and in_github_actions():  # the passes left these to the final verdict
+        github_outputs(verdict, fp, Path.cwd())
+    exit_code = verdict.exit_code
+    if interrupted:
+        messages.append("perfci: the confirmation pass was interrupted; the verdict above stands on the first pass "
+                        "for what it did not re-measure")
+        exit_code = EXIT_INFRASTRUCTURE
+    elif pytest_exit == PYTEST_FAILED and not verdict.regressions:
+        messages.append("perfci: some tests failed or errored for reasons other than a perf regression (see above)")
+        exit_code = EXIT_REGRESSION
+    return RunOutcome(new, verdict, exit_code, paths, baseline, tuple(messages))
+
+
+def _confirm(args: list[str], first: ResultFile, first_verdict: RunVerdict, names: tuple[str, ...],
+             baseline: ResultFile | None, baselines: Path | None,
+             log: Log) -> tuple[ResultFile, RunVerdict, bool, list[str]]:
+    """Re-measure ``names`` (the first pass's timing SLOWERs) in a fresh process; the run's result
+    pools the two. When the second pass measures nothing (crash, skip, error, interruption) the
+    first-pass verdicts stand, said so; the third value is True when it was interrupted."""
+    run_path = first.path
+    first_path, second_path = sibling_results_path(run_path, "first"), sibling_results_path(run_path, "confirm")
+    shutil.copyfile(run_path, first_path)
+    first = replace(first, path=first_path)
+    log(f"perfci: {len(names)} benchmark(s) read SLOWER in this pass; re-measuring them in a fresh process "
+        "before failing (perfci run --no-confirm skips this):", flush=True)
+    for name in names:
+        log(f"  {name}", flush=True)
+    second, why_not, interrupted = None, "", False
+    try:
+        second, code = measure(confirmation_args(args), second_path, baselines=baselines,
+                               extra=[f"--perfci-pool-with={first_path}", *(f"--perfci-select={n}" for n in names)])
+        interrupted = code in (PYTEST_INTERRUPTED, PYTEST_INTERNAL)
+        why_not = f"pytest exit {code}"
+    except PassFailed as exc:
+        interrupted = exc.exit_code == EXIT_INFRASTRUCTURE
+        why_not = str(exc)
+    except PerfCIError as exc:  # interrupted (Ctrl-C), or no usable result file (crash, nothing collected)
+        interrupted = isinstance(exc, InfrastructureError)
+        why_not = str(exc)
+    merged, unconfirmed = merge(first, second if second is not None else ResultFile.empty(second_path, None), names,
+                                path=run_path)
+    messages = []
+    if unconfirmed:
+        messages.append(f"perfci: the confirmation pass did not re-measure {len(unconfirmed)} benchmark(s) "
+                        f"({why_not}): their first-pass verdicts stand")
+    write_results(merged)
+    verdict = with_notes(judge_files(merged, baseline), names, first_verdict, unconfirmed)
+    for outcome in verdict.outcomes:
+        if outcome.name in names:
+            log(f"perfci: {outcome.name}: {outcome.notes[-1]}")
+    return merged, verdict, interrupted, messages
+
+
+def measure_runs(pytest_args: list[str], runs: int, results_dir: Path, log: Log = print) -> list[ResultFile]:
+    """``runs`` fresh-process passes for a baseline; a failing pass stops with a usage error."""
+    out = []
+    for i in range(runs):
+        log(f"perfci: baseline run {i + 1}/{runs}", flush=True)
+        result, code = measure(pytest_args, results_path(results_dir, "baseline"))
+        if code != 0:
+            raise BadInputError("the suite failed: not writing a baseline from a failing run",
+                                hint="fix the failing tests first")
+        out.append(result)
+    return out
