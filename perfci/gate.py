@@ -7,6 +7,7 @@ structure does not depend on noise.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
@@ -32,6 +33,7 @@ class BenchmarkOutcome:
     noise_reasons: tuple[str, ...] = ()
     drift: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # e.g. what a confirmation pass read (perfci.confirm)
+    error: str | None = None  # the benchmark raised: its one-line error (verdict ERROR, fails)
 
     @property
     def timing_failed(self) -> bool:
@@ -43,7 +45,7 @@ class BenchmarkOutcome:
 
     @property
     def failed(self) -> bool:
-        return self.timing_failed or self.structure_failed
+        return self.error is not None or self.timing_failed or self.structure_failed
 
     @property
     def only_timing_failed(self) -> bool:
@@ -52,6 +54,8 @@ class BenchmarkOutcome:
 
     @property
     def verdict(self) -> Verdict:
+        if self.error is not None:
+            return Verdict.ERROR
         if self.structure_failed:
             return Verdict.STRUCTURE
         if self.comparison is None:
@@ -60,6 +64,8 @@ class BenchmarkOutcome:
 
     def evidence(self) -> str:
         """Multi-line explanation shown in the failing test and in reports."""
+        if self.error is not None:
+            return f"perfci: {self.name} failed to run (ERROR): {self.error}"
         lines = [f"perfci: {self.name} regressed" if self.failed else f"perfci: {self.name}"]
         c = self.comparison
         if c is not None and c.ratio is not None:
@@ -109,6 +115,13 @@ class RunVerdict:
         if self.missing:
             counts[Verdict.MISSING] = len(self.missing)
         return {str(v): counts[v] for v in sorted(counts, key=RANK.__getitem__)}
+
+
+def error_outcome(name: str, message: str) -> BenchmarkOutcome:
+    """The outcome of a benchmark that raised instead of being measured: ERROR, which fails the run."""
+    first = message.strip().splitlines()[0] if message.strip() else "raised"
+    return BenchmarkOutcome(name=name, median_ms=math.nan, timer="", device_time=False, comparison=None,
+                            findings=(), error=first[:300])
 
 
 def missing_from(baseline: ResultFile | None, ran: Iterable[str], intended: Callable[[str], bool]) -> set[str]:
@@ -190,4 +203,5 @@ def judge_files(new: ResultFile, base: ResultFile | None) -> RunVerdict:
     """The verdict of a result file against a baseline (``perfci compare``, ``perfci run``)."""
     drift = environment_drift(base.fingerprint, new.fingerprint) if base else ()
     outcomes = [judge_result(record, base, drift) for record in new.benchmarks.values()]
-    return run_verdict(outcomes, missing_from(base, new.benchmarks, new.intended))
+    outcomes += [error_outcome(name, message) for name, message in new.errors.items() if name not in new.benchmarks]
+    return run_verdict(outcomes, missing_from(base, [o.name for o in outcomes], new.intended))

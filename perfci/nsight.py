@@ -1,164 +1,138 @@
-"""Nsight runners and parsers (optional tools). A missing tool or GPU is exit 3 with a reason.
+"""What the Nsight runners share: the result type, the tool check, the pytest child, NVTX names.
 
-- ``ncu``: runs the selected benchmarks once each (pytest-benchmark disabled, so ``perf`` makes one
-  eager call) under Nsight Compute with ``--clock-control none`` (the card's clocks are never
-  changed), ``--nvtx`` (each kernel carries the benchmark's NVTX range), and prints a per-benchmark
-  kernel table from its CSV.
-- ``nsys``: runs them under Nsight Systems with CUDA + NVTX tracing, then ``nsys stats`` with the
-  ``nvtx_kern_sum`` report (kernels per NVTX range), printed per benchmark.
+The tools themselves live in :mod:`perfci.nsys` (Nsight Systems: per-benchmark kernel mix and
+launch overhead from a SQLite export) and :mod:`perfci.ncu` (Nsight Compute: per-kernel hardware
+metrics and roofline place). Both profile the selected benchmarks once each (pytest-benchmark
+disabled, so ``perf`` makes one call inside its NVTX range) and give :class:`ProfileRun`.
+
+Benchmark ranges. perfci pushes one NVTX range per benchmark, named after its pytest node id, in
+the ``perfci`` domain with a registered string (``nvtx`` package), or in the default domain with an
+inline string (``torch.cuda.nvtx`` fallback); its torch.profiler pass runs inside a nested range
+``NAME [profile]``. A range is a benchmark range when its text is a pytest node id: a ``.py`` file
+path, ``::``, a test name (so ``aten::mm`` from torch's own NVTX emission is not one). The
+``[profile]`` range is kept apart from ``NAME`` (its own entry): it is another workload (torch's
+profiler calls the benchmark ``profile_calls`` times), and folding it in would double launches.
 """
 
 from __future__ import annotations
 
-import csv
-import io
+import json
+import os
+import re
 import shutil
 import subprocess
 import sys
-from collections import defaultdict
-from dataclasses import dataclass
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from perfci.errors import EXIT_OK, EXIT_REGRESSION, InfrastructureError
+from perfci.kernelrows import KernelRow, format_rows
 
-NCU_METRICS = ("gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum",
-               "sm__throughput.avg.pct_of_peak_sustained_elapsed")
+NVTX_DOMAIN = "perfci"  # perfci.ranges.DOMAIN: the domain perfci's benchmark ranges are pushed in
+PROFILE_SUFFIX = " [profile]"
+SCHEMA_VERSION = 1
+# options for the pytest child: one eager call per benchmark, no torch.profiler pass, no cache dir
+CHILD_OPTIONS = ("--benchmark-disable", "--perfci-no-profile", "-q", "-p", "no:cacheprovider")
+
+_NODE_ID = re.compile(r"^[^:\s][^:]*\.py::\S")
+_INSTALL_HINT = {
+    "nsys": "install Nsight Systems (https://developer.nvidia.com/nsight-systems, or the CUDA toolkit's "
+            "nsight-systems package) and put nsys on PATH, or use `perfci profile --torch`",
+    "ncu": "install Nsight Compute (https://developer.nvidia.com/nsight-compute, or the CUDA toolkit's "
+           "nsight-compute package) and put ncu on PATH, or use `perfci profile --torch`",
+}
 
 
 @dataclass(frozen=True)
-class KernelRow:
-    benchmark: str
-    kernel: str
-    count: int
-    time_us: float
-    dram_bytes: float | None = None
-    sm_pct: float | None = None
+class ProfileRun:
+    """One profiler pass over the selected benchmarks (or one export read with ``--from``); the same
+    fields, in the same order, as the registry's ``perfci.profilers.ProfileRun``."""
+
+    rows: tuple[KernelRow, ...]  # per benchmark, per kernel (perfci.kernelrows)
+    files: tuple[Path, ...] = ()  # what was kept: the tool's report, its export, the summary
+    summary: Path | None = None  # DIR/nsys_summary.json or DIR/ncu_summary.json
+    pytest_exit: int = 0  # the profiled pytest's exit status (0 for a file read with --from)
+    metrics: tuple[str, ...] = ()  # the metric columns worth printing
+    notes: tuple[str, ...] = field(default=())
+    tool: str = ""  # "nsys" or "ncu"
+
+    @property
+    def exit_code(self) -> int:
+        """perfci's exit code for the pass: 1 when a profiled test failed, else 0."""
+        return EXIT_OK if self.pytest_exit == 0 else EXIT_REGRESSION
+
+    def table(self, metrics: Sequence[str] | None = None) -> str:
+        """The per-benchmark kernel table (perfci.kernelrows.format_rows)."""
+        return format_rows(self.rows, metrics=self.metrics if metrics is None else metrics)
+
+
+def is_benchmark_range(text: str) -> bool:
+    """True for a perfci benchmark range: a pytest node id (``path/file.py::test[...]``), with or
+    without the ``[profile]`` suffix."""
+    return bool(_NODE_ID.match(text))
 
 
 def require_tool(tool: str) -> str:
+    """The tool's executable, or an InfrastructureError saying how to install it."""
     exe = shutil.which(tool)
     if exe is None:
-        product = "Systems" if tool == "nsys" else "Compute"
-        raise InfrastructureError(f"{tool} is not on PATH",
-                                  hint=f"install Nsight {product} or use `perfci profile --torch`")
-    try:
-        import torch
-
-        if not torch.cuda.is_available():
-            raise InfrastructureError(f"{tool} needs a CUDA GPU and none is visible")
-    except ImportError:
-        raise InfrastructureError("torch is not installed") from None
+        raise InfrastructureError(f"{tool} is not on PATH", hint=_INSTALL_HINT[tool])
     return exe
 
 
-def _pytest_cmd(pytest_args: list[str]) -> list[str]:
-    from perfci.runner import with_default_suite
+def pytest_child(pytest_args: Sequence[str], extra: Sequence[str] = ()) -> list[str]:
+    """The pytest child the tools launch: this interpreter, the user's selection (the default suite
+    when it names no path), one eager call per benchmark."""
+    from perfci import runner
 
-    return [sys.executable, "-m", "pytest", *with_default_suite(pytest_args, require_dir=False),
-            "--benchmark-disable", "--perfci-no-profile", "-q", "-p", "no:cacheprovider"]
+    options = [*CHILD_OPTIONS, *extra]
+    build = getattr(runner, "pytest_command", None)  # perfci.runner after its refactor
+    if build is not None:
+        return list(build(list(pytest_args), extra=options, require_suite=False))
+    args = runner.with_default_suite(list(pytest_args), require_dir=False)
+    return [sys.executable, "-m", "pytest", *args, *options]
+
+
+def run_tool(cmd: Sequence[str], *, env: Mapping[str, str] | None = None) -> int:
+    """Run a profiler command with its output on our terminal; its exit status."""
+    merged = dict(os.environ)
+    merged.setdefault("PYTHONUNBUFFERED", "1")
+    merged.update(env or {})
+    try:
+        return subprocess.run(list(cmd), env=merged, check=False).returncode
+    except OSError as exc:
+        raise InfrastructureError(f"could not start {cmd[0]}: {exc}") from None
+    except KeyboardInterrupt:
+        raise InfrastructureError(f"{Path(cmd[0]).name} was interrupted") from None
+
+
+def write_json_atomic(path: Path, doc: Mapping[str, Any]) -> Path:
+    """Write ``doc`` as JSON to ``path`` through a temporary file in the same directory + rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=1, sort_keys=False)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
 
 
 def profile_with(tool: str, pytest_args: list[str], out: Path) -> int:
-    exe = require_tool(tool)
-    out.mkdir(parents=True, exist_ok=True)
-    if tool == "ncu":
-        log = out / "ncu.csv"
-        cmd = [exe, "--clock-control", "none", "--nvtx", "--csv", "--page", "raw", "--log-file", str(log),
-               "--metrics", ",".join(NCU_METRICS), "--target-processes", "all", *_pytest_cmd(pytest_args)]
-        code = _run(cmd)
-        if not log.exists():
-            raise InfrastructureError(f"ncu wrote no output ({log}); see its messages above")
-        rows = parse_ncu_csv(log.read_text(encoding="utf-8", errors="replace"))
-    else:
-        report = out / "perfci"
-        cmd = [exe, "profile", "--trace=cuda,nvtx", "--force-overwrite=true", "-o", str(report),
-               *_pytest_cmd(pytest_args)]
-        code = _run(cmd)
-        rep = report.with_suffix(".nsys-rep")
-        if not rep.exists():
-            raise InfrastructureError(f"nsys wrote no report ({rep}); an nsys without its importer leaves only "
-                                      "a .qdstrm file", hint="use a complete Nsight Systems install")
-        stats = subprocess.run([exe, "stats", "--report", "nvtx_kern_sum", "--format", "csv", "--output", "-",
-                                str(rep)], capture_output=True, text=True, check=False)
-        if stats.returncode != 0:
-            raise InfrastructureError(f"nsys stats failed: {stats.stderr.strip()[:300]}")
-        rows = parse_nsys_nvtx_kern_sum(stats.stdout)
-    print(format_rows(rows))
-    print(f"\nperfci: {tool} files in {out}")
-    return EXIT_OK if code == 0 else EXIT_REGRESSION
+    """``perfci profile --nsys/--ncu`` until the CLI registers the profiler classes itself."""
+    from perfci.ncu import NcuProfiler
+    from perfci.nsys import NsysProfiler
 
-
-def _run(cmd: list[str]) -> int:
-    try:
-        return subprocess.run(cmd, check=False).returncode
-    except OSError as exc:
-        raise InfrastructureError(f"could not start {cmd[0]}: {exc}") from None
-
-
-def _benchmark_of(nvtx_text: str) -> str:
-    """The innermost perfci range named after a test (``path::test[param]``) in an NVTX stack text."""
-    parts = [p for p in nvtx_text.replace("\\", "/").split("/") if "::" in p]
-    name = parts[-1] if parts else nvtx_text or "(no NVTX range)"
-    return name.split("@")[0].strip().removesuffix(" [profile]")
-
-
-def parse_ncu_csv(text: str) -> list[KernelRow]:
-    """Rows of ``ncu --csv --page raw``: one row per kernel launch, one column per metric."""
-    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
-    if not lines:
-        return []
-    reader = csv.DictReader(io.StringIO("\n".join(lines)))
-    grouped: dict[tuple[str, str], list[dict[str, str]]] = defaultdict(list)
-    for row in reader:
-        if not row.get("Kernel Name") or row.get("ID", "").strip() in ("", "ID"):
-            continue
-        nvtx_col = next((k for k in row if k and "nvtx" in k.lower()), None)
-        bench = _benchmark_of(row.get(nvtx_col, "") if nvtx_col else "")
-        grouped[(bench, row["Kernel Name"])].append(row)
-    out = []
-    for (bench, kernel), launches in grouped.items():
-        time_us = sum(_num(r.get("gpu__time_duration.sum")) for r in launches) / len(launches) / 1e3
-        dram = sum(_num(r.get("dram__bytes_read.sum")) + _num(r.get("dram__bytes_write.sum")) for r in launches)
-        sm = [_num(r.get("sm__throughput.avg.pct_of_peak_sustained_elapsed")) for r in launches]
-        out.append(KernelRow(bench, kernel, len(launches), time_us, dram / len(launches), sum(sm) / len(sm)))
-    return out
-
-
-def parse_nsys_nvtx_kern_sum(text: str) -> list[KernelRow]:
-    """``nsys stats --report nvtx_kern_sum --format csv``: kernels summed per NVTX range."""
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    start = next((i for i, ln in enumerate(lines) if "Kernel Name" in ln or "Kernel Name" in ln.replace('"', "")), None)
-    if start is None:
-        return []
-    reader = csv.DictReader(io.StringIO("\n".join(lines[start:])))
-    out = []
-    for row in reader:
-        rng = row.get("NVTX Range") or row.get("Range") or ""
-        count = int(_num(row.get("Kern Instances") or row.get("Instances") or "1"))
-        total_ns = _num(row.get("Kern Total Time (ns)") or row.get("Total Time (ns)") or "0")
-        out.append(KernelRow(_benchmark_of(rng), row.get("Kernel Name", "?"), count, total_ns / max(count, 1) / 1e3))
-    return out
-
-
-def _num(value: str | None) -> float:
-    if value is None:
-        return 0.0
-    try:
-        return float(str(value).replace(",", ""))
-    except ValueError:
-        return 0.0
-
-
-def format_rows(rows: list[KernelRow]) -> str:
-    by_bench: dict[str, list[KernelRow]] = defaultdict(list)
-    for r in rows:
-        by_bench[r.benchmark].append(r)
-    out = []
-    for bench, items in sorted(by_bench.items()):
-        out.append(f"\n== {bench}")
-        out.append(f"  {'kernel':60s} {'count':>6s} {'time/launch':>12s} {'DRAM bytes':>12s} {'SM %':>6s}")
-        for r in sorted(items, key=lambda r: -r.time_us * r.count):
-            dram = f"{r.dram_bytes:12.3g}" if r.dram_bytes is not None else f"{'':12s}"
-            sm = f"{r.sm_pct:6.1f}" if r.sm_pct is not None else ""
-            out.append(f"  {r.kernel[:60]:60s} {r.count:6d} {r.time_us:10.2f}us {dram} {sm}")
-    return "\n".join(out) if out else "(no kernels recorded)"
+    profiler = NsysProfiler() if tool == "nsys" else NcuProfiler()
+    run = profiler.run(pytest_args, out)
+    print(run.table())
+    for note in run.notes:
+        print(f"perfci: {note}")
+    print(f"\nperfci: {tool} files: {', '.join(str(p) for p in run.files)}")
+    return run.exit_code

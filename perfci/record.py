@@ -35,6 +35,7 @@ _RENAMED = {"gated_samples_ms": "compared_samples_ms", "gated_median_ms": "compa
 # top-level keys of a result file besides pytest-benchmark's own
 HEADER_KEY, SCOPE_KEY, DESELECTED_KEY, CONFIRMATION_KEY = "perfci", "perfci_scope", "perfci_deselected", \
     "perfci_confirmation"
+ERRORS_KEY = "perfci_errors"  # {node id: one-line error} of perf benchmarks that raised (no timing entry)
 # the keys of a record that BenchmarkRecord models; every other key of the record is kept in ``details``
 _MODELLED = ("schema_version", "timer", "device_time", "median_ms", "compared_samples_ms", "compared_median_ms",
              "normalization", "noise_reasons", "noisy", "threshold", "forbid", "expect", "known_bad", "flops",
@@ -89,6 +90,7 @@ class ResultFile:
     header: Mapping[str, Any] = field(default_factory=dict)
     deselected: frozenset[str] = frozenset()  # tests the run deselected on purpose (-k, -m)
     scope: tuple[str, ...] | None = None  # node-id prefixes of the paths the run was given (None: all)
+    errors: Mapping[str, str] = field(default_factory=dict)  # benchmarks that raised: node id -> one line
     document: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)  # other top-level keys
 
     def intended(self, name: str) -> bool:
@@ -181,12 +183,15 @@ def parse_results(data: Mapping[str, Any], path: Path, what: str = "result file"
     machine = data.get("machine_info") if isinstance(data.get("machine_info"), dict) else {}
     fingerprint = machine.get("perfci") if isinstance(machine.get("perfci"), dict) else {}
     records = [record_from_entry(bench, f"{what} {path}, benchmark #{i + 1}") for i, bench in enumerate(benches)]
-    deselected, scope = data.get(DESELECTED_KEY), data.get(SCOPE_KEY)
-    rest = {k: v for k, v in data.items() if k not in ("benchmarks", HEADER_KEY, SCOPE_KEY, DESELECTED_KEY)}
+    deselected, scope, errors = data.get(DESELECTED_KEY), data.get(SCOPE_KEY), data.get(ERRORS_KEY)
+    rest = {k: v for k, v in data.items()
+            if k not in ("benchmarks", HEADER_KEY, SCOPE_KEY, DESELECTED_KEY, ERRORS_KEY)}
     return ResultFile(path=Path(path), gpu=header.get("gpu") or fingerprint.get("slug"), fingerprint=fingerprint,
                       benchmarks={r.name: r for r in records}, header=header,
                       deselected=frozenset(str(n) for n in deselected) if isinstance(deselected, list) else frozenset(),
-                      scope=tuple(str(p) for p in scope) if isinstance(scope, list) else None, document=rest)
+                      scope=tuple(str(p) for p in scope) if isinstance(scope, list) else None,
+                      errors={str(k): str(v) for k, v in errors.items()} if isinstance(errors, dict) else {},
+                      document=rest)
 
 
 def record_from_entry(bench: Any, where: str = "result file") -> BenchmarkRecord:
@@ -290,7 +295,22 @@ def to_document(result: ResultFile) -> dict[str, Any]:
         doc[SCOPE_KEY] = list(result.scope)
     if result.deselected:
         doc[DESELECTED_KEY] = sorted(result.deselected)
+    if result.errors:
+        doc[ERRORS_KEY] = dict(result.errors)
     return doc
+
+
+def write_errors(path: Path, errors: Mapping[str, str]) -> None:
+    """The benchmarks of a session that raised (``--perfci-errors``): written when no result file is."""
+    write_atomic(path, {ERRORS_KEY: dict(errors)})
+
+
+def load_errors(path: Path) -> dict[str, str]:
+    """What :func:`write_errors` wrote; {} when the file is absent."""
+    if not Path(path).exists():
+        return {}
+    errors = read_json(Path(path), "error list").get(ERRORS_KEY)
+    return {str(k): str(v) for k, v in errors.items()} if isinstance(errors, dict) else {}
 
 
 def write_atomic(path: Path, data: Mapping[str, Any]) -> None:
