@@ -48,7 +48,6 @@ from perfci.categories import classify_kernel, display_kernel_name
 from perfci.errors import BadInputError, InfrastructureError
 from perfci.kernelrows import NO_RANGE, KernelRow
 from perfci.nsight import (
-    NVTX_DOMAIN,
     SCHEMA_VERSION,
     ProfileRun,
     is_benchmark_range,
@@ -57,6 +56,7 @@ from perfci.nsight import (
     run_tool,
     write_json_atomic,
 )
+from perfci.ranges import DOMAIN as NVTX_DOMAIN
 
 SUMMARY_NAME = "ncu_summary.json"
 NVTX_FILTER = f"regex:{NVTX_DOMAIN}@.*::.*/"

@@ -21,7 +21,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,8 +30,6 @@ from typing import Any
 from perfci.errors import EXIT_OK, EXIT_REGRESSION, InfrastructureError
 from perfci.kernelrows import KernelRow, format_rows
 
-NVTX_DOMAIN = "perfci"  # perfci.ranges.DOMAIN: the domain perfci's benchmark ranges are pushed in
-PROFILE_SUFFIX = " [profile]"
 SCHEMA_VERSION = 1
 # options for the pytest child: one eager call per benchmark, no torch.profiler pass, no cache dir
 CHILD_OPTIONS = ("--benchmark-disable", "--perfci-no-profile", "-q", "-p", "no:cacheprovider")
@@ -86,14 +83,9 @@ def require_tool(tool: str) -> str:
 def pytest_child(pytest_args: Sequence[str], extra: Sequence[str] = ()) -> list[str]:
     """The pytest child the tools launch: this interpreter, the user's selection (the default suite
     when it names no path), one eager call per benchmark."""
-    from perfci import runner
+    from perfci.runner import pytest_command
 
-    options = [*CHILD_OPTIONS, *extra]
-    build = getattr(runner, "pytest_command", None)  # perfci.runner after its refactor
-    if build is not None:
-        return list(build(list(pytest_args), extra=options, require_suite=False))
-    args = runner.with_default_suite(list(pytest_args), require_dir=False)
-    return [sys.executable, "-m", "pytest", *args, *options]
+    return pytest_command(list(pytest_args), extra=[*CHILD_OPTIONS, *extra], require_suite=False)
 
 
 def run_tool(cmd: Sequence[str], *, env: Mapping[str, str] | None = None) -> int:

@@ -7,8 +7,7 @@
    --workload, which pushes the same ranges through perfci.ranges); the kernel table, the summary,
    the raw CSV, and a cross-check of the grouping with the ncu_report module.
 
-Imports only perfci.nsight / nsys / ncu (and perfci.ranges for --workload), so it runs while the
-rest of perfci is being refactored.
+Imports only perfci.nsight / nsys / ncu (and perfci.ranges for --workload).
 """
 
 from __future__ import annotations
@@ -47,10 +46,8 @@ def workload() -> None:
     """The two benchmarks of bench_nsight.py, each once inside perfci's range named after it."""
     import torch
 
-    try:
-        from perfci.ranges import Ranges
-    except ImportError:
-        from perfci.annotate import Ranges
+    from perfci.ranges import Ranges
+
     ranges = Ranges()
     a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
