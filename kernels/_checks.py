@@ -7,6 +7,7 @@ violated constraint, so no kernel ever sees it.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 from dataclasses import dataclass
 
@@ -94,6 +95,7 @@ def check_attention(
     v: torch.Tensor,
     layout: str,
     head_dims: tuple[int, ...],
+    dtypes: tuple[torch.dtype, ...] = SUPPORTED_DTYPES,
 ) -> AttnDims:
     """Validate q/k/v of an attention call and return its sizes."""
     if layout not in LAYOUTS:
@@ -103,7 +105,7 @@ def check_attention(
             raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if t.dim() != 4:
             raise ValueError(f"{name} must be 4-D ({layout}), got shape {tuple(t.shape)}")
-    check_dtype(q, k, v)
+    check_dtype(q, k, v, allowed=dtypes)
     check_device(q, k, v)
     bq, hq, lq, dq = split_layout(q, layout)
     bk, hk, lk, dk = split_layout(k, layout)
@@ -114,10 +116,22 @@ def check_attention(
     if dq != dk:
         raise ValueError(f"q and k must have the same head dim, got {dq} and {dk}")
     if dq not in head_dims:
-        raise ValueError(f"head dim must be one of {head_dims}, got {dq}")
+        raise ValueError(f"head dim must be one of {describe_dims(head_dims)}, got {dq}")
     if hk == 0 or hq % hk != 0:
         raise ValueError(f"query heads ({hq}) must be a multiple of key/value heads ({hk})")
     return AttnDims(bq, hq, hk, lq, lk, dq)
+
+
+def describe_dims(dims: tuple[int, ...]) -> str:
+    """``16, 24, ..., 256 (multiples of 8)`` for an arithmetic run of head dims, else the tuple."""
+    if len(dims) > 3 and all(b - a == dims[1] - dims[0] for a, b in itertools.pairwise(dims)):
+        return f"{dims[0]}, {dims[1]}, ..., {dims[-1]} (multiples of {dims[1] - dims[0]})"
+    return str(dims)
+
+
+def padded_dim(head_dim: int) -> int:
+    """Power-of-two tile width (>= 16) that a head dim runs at; the extra columns are masked / zero-filled."""
+    return max(16, next_pow2(head_dim))
 
 
 def check_buffer(name: str, t: torch.Tensor, shape: tuple, dtype: torch.dtype, device: torch.device,
@@ -196,6 +210,14 @@ def to_config(c: tuple) -> triton.Config:
     return triton.Config({"BLOCK_M": c[0], "BLOCK_N": c[1], "USE_TMA": bool(c[4])}, num_warps=c[2], num_stages=c[3])
 
 
+def table_for(table: dict[int, list[tuple]], head_dim: int) -> list[tuple]:
+    """Candidates of a head dim: its own entry, else the entry of the smallest tuned dim >= its padded width."""
+    if head_dim in table:
+        return table[head_dim]
+    wider = [d for d in table if d >= padded_dim(head_dim)]
+    return table[min(wider)] if wider else []
+
+
 def autotuned_by_head_dim(kernel, table: dict[int, list[tuple]], keys: list[str]):
     """Autotuner whose candidates are ``table[HEAD_DIM]`` (read at tuning time, so the table can be
     edited), minus the USE_TMA entries when the kernel's ``TMA_OK`` argument is 0."""
@@ -203,7 +225,7 @@ def autotuned_by_head_dim(kernel, table: dict[int, list[tuple]], keys: list[str]
     def prune(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
         d = kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM"))
         tma = bool(named_args.get("TMA_OK", kwargs.get("TMA_OK")))
-        kept = [to_config(c) for c in table.get(d, []) if tma or not c[4]]
+        kept = [to_config(c) for c in table_for(table, d) if tma or not c[4]]
         return kept or [to_config((64, 64, 4, 2, False))]
 
     configs = [to_config(c) for c in sorted({c for cs in table.values() for c in cs})]

@@ -9,7 +9,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels.attention import attention_backward, attention_forward, attention_path, flash_attention
+from kernels.attention import (
+    HEAD_DIMS,
+    attention_backward,
+    attention_forward,
+    attention_forward_fp8,
+    attention_path,
+    flash_attention,
+    quantize_fp8,
+)
 from kernels.reference import attention_fp32, rel_err
 
 # relative-error bounds ||out - ref|| / ||ref|| per dtype (fp16: 10 mantissa bits, bf16: 7)
@@ -74,6 +82,73 @@ CPU_CASES = [
 @pytest.mark.parametrize(("b", "hq", "hk", "lq", "lk", "d", "causal", "layout", "dtype"), CPU_CASES)
 def test_attention_matches_reference(b, hq, hk, lq, lk, d, causal, layout, dtype, device, gen):
     check_attention(b, hq, hk, lq, lk, d, causal, layout, dtype, device, gen)
+
+
+def _padded_case(i: int, d: int) -> tuple:
+    """A tiny case for head dim d, rotating layout / causal / GQA / dtype / length mismatch with i."""
+    layout = ("bhld", "blhd")[i % 2]
+    causal = i % 3 != 1
+    dtype = (torch.float16, torch.bfloat16)[(i // 2) % 2]
+    hq, hk = ((2, 1), (2, 2), (3, 1))[i % 3]
+    lq, lk = ((19, 19), (13, 22), (21, 9))[(i // 3) % 3]
+    return 1, hq, hk, lq, lk, d, causal, layout, dtype
+
+
+NEW_DIMS = [d for d in HEAD_DIMS if d not in (64, 128, 256)]
+
+
+@pytest.mark.parametrize("d", NEW_DIMS)
+def test_every_head_dim_matches_reference(d, device, gen):
+    """Every head dim 16..256 (multiples of 8) that is not a power of two, or a small one: forward and
+    backward, pointer loads (padded tile, masked columns)."""
+    check_attention(*_padded_case(NEW_DIMS.index(d), d), device, gen)
+
+
+@pytest.mark.parametrize(("d", "causal", "layout"), [(24, True, "blhd"), (80, False, "bhld"), (192, True, "bhld")])
+def test_padded_head_dim_tensor_descriptor_path(d, causal, layout, device, gen):
+    """Tensor descriptors of width d read into a power-of-two box: the columns beyond d must arrive as zeros."""
+    check_attention(1, 2, 1, 24, 40, d, causal, layout, torch.bfloat16, device, gen, use_tma=True)
+
+
+def _fp8_check(b, hq, hk, lq, lk, d, causal, layout, device, gen, v_pos_contig=False, out_dtype=torch.bfloat16,
+               ref_dtype=torch.float64, tol=0.1):
+    """fp8 forward against the attention of the dequantised inputs: lse tight (scales folded right),
+    the output loose (p is rounded to e4m3 for the p·v product, ~3-6 % relative error)."""
+    q, k, v = (_rand(_shape(b, h, seq, d, layout), torch.float32, device, gen)
+               for h, seq in ((hq, lq), (hk, lk), (hk, lk)))
+    (q8, sq), (k8, sk), (v8, sv) = (quantize_fp8(t) for t in (q, k, v))
+    if v_pos_contig:
+        dim = 2 if layout == "bhld" else 1
+        v8 = v8.transpose(dim, 3).contiguous().transpose(dim, 3)
+    out = _nan(q.shape, out_dtype, device)
+    lse = _nan((b, hq, lq), torch.float32, device)
+    attention_forward_fp8(q8, k8, v8, sq, sk, sv, causal, None, layout, out_dtype=out_dtype, out=out, lse=lse)
+    deq = [t.to(ref_dtype) * s for t, s in ((q8, sq), (k8, sk), (v8, sv))]
+    ref, ref_lse = attention_fp32(*deq, causal, None, layout, dtype=ref_dtype)
+    tag = f"seed={gen.initial_seed()} fp8 {layout} causal={causal} q={tuple(q.shape)} k={tuple(k.shape)}"
+    assert torch.isfinite(out).all(), f"unwritten output: {tag}"
+    err = rel_err(out, ref)
+    assert err < tol, f"fp8 forward rel err {err:.2e}: {tag}"
+    fin = torch.isfinite(ref_lse)
+    assert torch.equal(torch.isinf(lse), torch.isinf(ref_lse)), tag
+    assert (lse[fin].double() - ref_lse[fin].double()).abs().max().item() < 1e-2, tag
+    return err
+
+
+@pytest.mark.parametrize(("d", "causal", "layout", "out_dtype"), [
+    (64, True, "bhld", torch.bfloat16), (80, False, "blhd", torch.float32), (32, True, "blhd", torch.float16)])
+def test_fp8_forward_matches_dequantised_reference(d, causal, layout, out_dtype, device, gen):
+    _fp8_check(1, 4, 2, 37, 45, d, causal, layout, device, gen, out_dtype=out_dtype)
+
+
+def test_fp8_forward_position_contiguous_v(device, gen):
+    _fp8_check(1, 2, 2, 30, 33, 64, False, "bhld", device, gen, v_pos_contig=True)
+
+
+def test_fp8_rejects_bf16(device):
+    q = torch.randn(1, 2, 8, 64, device=device).to(torch.bfloat16)
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        attention_forward_fp8(q, q, q)
 
 
 @pytest.mark.parametrize(("causal", "layout"), [(True, "bhld"), (False, "blhd")])
@@ -151,3 +226,18 @@ def test_attention_gpu_load_paths(use_tma, d, fwd, bwd, gen):
         pytest.skip("tensor descriptors need compute capability 9")
     check_attention(1, 8, 2, 1021, 1500, d, True, "blhd", torch.bfloat16, "cuda", gen, use_tma=use_tma,
                     ref_dtype=torch.float32, config=fwd, bwd_configs=bwd)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("d", "layout", "causal"), [(80, "bhld", True), (96, "blhd", False), (192, "bhld", True),
+                                                     (24, "blhd", True), (40, "bhld", False), (112, "blhd", True)])
+def test_padded_head_dims_gpu(d, layout, causal, gen):
+    """Non-power-of-two head dims through the default (autotuned) path, GQA and Lq != Lk."""
+    check_attention(1, 8, 2, 777, 1201, d, causal, layout, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("v_pos_contig", [False, True], ids=["v-rows", "v-pos-contig"])
+@pytest.mark.parametrize(("d", "causal"), [(128, False), (128, True), (64, True), (96, False)])
+def test_fp8_forward_gpu(d, causal, v_pos_contig, gen):
+    _fp8_check(2, 8, 4, 1500, 1500, d, causal, "bhld", "cuda", gen, v_pos_contig, ref_dtype=torch.float32)
