@@ -45,6 +45,10 @@ def check_decode(b, hq, hk, seq, d, layout, dtype, device, gen, num_splits=None,
         (1, 2, 1, 1, 64, "bhld", torch.float16, None, None),  # a single cached position
         (2, 4, 1, 77, 64, "bhld", torch.bfloat16, 5, 96),  # cache is a view of a longer buffer
         (1, 2, 2, 50, 256, "blhd", torch.float16, 2, 64),
+        (2, 6, 2, 70, 80, "blhd", torch.bfloat16, 1, None),  # one chunk: output written directly, padded dim
+        (1, 4, 4, 45, 24, "bhld", torch.float16, 2, None),
+        (1, 3, 1, 33, 96, "bhld", torch.float16, None, None),
+        (1, 2, 1, 40, 192, "blhd", torch.bfloat16, 1, 48),
     ],
 )
 def test_decode_matches_reference(b, hq, hk, seq, d, layout, dtype, splits, cache_len, device, gen):
@@ -72,6 +76,8 @@ def test_decode_empty_cache(device):
         (4, 32, 8, 8192, 128, "bhld", torch.bfloat16),
         (2, 32, 8, 32771, 128, "blhd", torch.bfloat16),
         (1, 8, 8, 131072, 128, "bhld", torch.float16),
+        (4, 32, 8, 4099, 80, "blhd", torch.bfloat16),
+        (8, 16, 16, 2048, 96, "bhld", torch.float16),
     ],
 )
 def test_decode_gpu(b, hq, hk, seq, d, layout, dtype, gen):
