@@ -44,6 +44,12 @@ def test_matmul_tensor_descriptor_path(colmajor, device, gen):
     check_matmul(72, 40, 56, torch.bfloat16, device, gen, colmajor, use_tma=True)
 
 
+@pytest.mark.parametrize(("m", "split"), [(1, 3), (5, None), (33, 2)])
+def test_matmul_split_k(m, split, device, gen):
+    """Decode-sized M through the split-K kernels (ragged K chunks, M below one tile)."""
+    check_matmul(m, 40, 70, torch.bfloat16, device, gen, split_k=split or 4)
+
+
 def test_matmul_non_persistent_grid(device, gen):
     check_matmul(70, 90, 33, torch.float16, device, gen, persistent=False)
 
@@ -65,6 +71,9 @@ def test_matmul_empty(device):
         (4096, 4096, 4096, torch.float16, True),
         (3000, 5000, 1000, torch.bfloat16, False),
         (1001, 777, 1003, torch.float16, False),  # unaligned strides: pointer path
+        (1, 4096, 4096, torch.bfloat16, False),  # decode-sized: split-K
+        (16, 14336, 4096, torch.bfloat16, False),
+        (64, 1000, 3000, torch.float16, True),
     ],
 )
 def test_matmul_gpu(m, n, k, dtype, colmajor, gen):
