@@ -1,0 +1,269 @@
+"""What ``kernels/tune.py`` sweeps and compares: variants, shapes, inputs, references.
+
+Module-level lists are the sweep candidates (run history and results in kernels/NOTES.md);
+``dry_setup`` shrinks everything for a CPU-interpreter run of the script itself.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import torch
+
+DEVICE = "cuda"  # "cpu" with --dry (interpreter, tiny shapes: checks the script, not speed)
+
+
+@dataclass
+class Variant:
+    section: str
+    case: tuple
+    params: dict = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"{self.section}{self.case} " + " ".join(f"{k}={v}" for k, v in self.params.items())
+
+
+# forward: (BLOCK_M, BLOCK_N, num_warps, num_stages), each with TMA on and off
+FWD_D = {
+    96: [(128, 128, 8, 3), (128, 64, 8, 3), (128, 64, 4, 3)],
+    80: [(128, 128, 8, 3), (128, 64, 8, 3)],
+}
+FWD_CAUSAL = (False, True)
+# fp8 forward d128: (BLOCK_M, BLOCK_N, warps, stages) x TMA x V stored position-contiguous (V_T)
+FP8 = [(128, 128, 8, 3), (128, 128, 8, 4), (128, 64, 8, 3), (128, 256, 8, 2)]
+FP8_D = [128]
+BWD_D = [96]  # backward head dims swept (d128 in run 1 of Nov 22, d64 in run 2)
+DKDV = [(64, 128, 8, 2), (64, 128, 8, 3), (64, 64, 4, 3)]
+DQ = [(128, 64, 8, 3), (128, 128, 8, 2)]
+BWD_CAUSAL = (False,)
+# decode: (BLOCK_N, warps, stages, waves)
+DEC = [(64, 4, 3, 2), (128, 4, 3, 2), (64, 4, 3, 0), (128, 4, 3, 0), (64, 4, 4, 0), (64, 4, 3, 1), (128, 8, 3, 0)]
+# (waves 0: one chunk per head, output written directly, no combine kernel)
+# GEMM: (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, warps, stages, EPI, FLATTEN), persistent grid
+MM = [(128, 256, 64, 8, 8, 4, 1, True), (128, 256, 64, 4, 8, 3, 0, True), (128, 256, 64, 8, 8, 4, 2, True),
+      (128, 256, 128, 8, 8, 2, 2, False), (128, 256, 64, 16, 8, 3, 0, True)]
+MM_SMALL = [(64, 64, 128, 1, 4, 4, 2, False), (64, 128, 128, 1, 4, 4, 2, False), (64, 32, 256, 1, 4, 4, 2, False),
+            (64, 64, 256, 1, 4, 3, 2, False), (64, 128, 64, 1, 4, 6, 2, False), (64, 32, 128, 1, 4, 6, 2, False)]
+# split-K for decode-sized GEMMs: (split or 0 = auto, (BLOCK_N, BLOCK_K, warps, stages))
+MMK = [(0, (64, 128, 4, 4)), (4, (64, 128, 4, 4)), (8, (64, 128, 4, 4)), (0, (128, 128, 4, 4)),
+       (0, (64, 256, 4, 3)), (0, (32, 128, 4, 4)), (16, (64, 128, 4, 4))]
+FWD_SHAPE = (2, 16, 8192)  # B, H, L for the forward/backward sweeps
+DEC_SHAPES = [(8, 16, 16, 2048, 64, torch.float16), (8, 16, 16, 8192, 128, torch.float16),
+              (2, 32, 8, 32768, 128, torch.bfloat16), (1, 8, 8, 131072, 128, torch.float16)]
+MM_SHAPES = [(4000, 5000, 3000), (4096, 5120, 3072), (4000, 5000, 3072), (4096, 5120, 3000)]
+MM_SMALL_SHAPES = [(1, 4096, 4096), (16, 14336, 4096), (64, 4096, 4096)]
+FINAL_FWD = [(128, 4096, 4), (128, 16384, 1), (64, 4096, 4), (96, 4096, 4), (80, 4096, 4), (128, 512, 32)]
+FINAL_FP8 = [(128, 4096, 4), (128, 16384, 1)]  # d, L, B (H=16)
+FINAL_BWD = [(128, 4096, 4), (96, 4096, 4), (80, 4096, 4), (64, 4096, 4)]
+FINAL_DEC = list(DEC_SHAPES)
+FINAL_MM = [(4096, 4096, 4096), (8192, 8192, 8192), (4000, 5000, 3000), (4096, 14336, 4096),
+            (1, 4096, 4096), (16, 14336, 4096), (64, 4096, 4096), (4096, 5120, 3072), (4000, 5000, 3072)]
+
+
+def sweep_variants() -> list[Variant]:
+    out: list[Variant] = []
+    b, h, seq = FWD_SHAPE
+    for d, cfgs in FWD_D.items():
+        for causal in FWD_CAUSAL:
+            for tma in (True, False):
+                for cfg in cfgs:
+                    out.append(Variant("fwd", (b, h, seq, d, causal), {"cfg": cfg, "tma": tma}))
+    for d in FP8_D:
+        for tma in (True, False):
+            for vt in (True, False):
+                for cfg in FP8:
+                    out.append(Variant("fp8", (b, h, seq, d, False), {"cfg": cfg, "tma": tma, "vt": vt}))
+    for d in BWD_D:
+        for causal in BWD_CAUSAL:
+            for tma in (True, False):
+                for cfg in DKDV:
+                    out.append(Variant("bwd", (b, h, seq, d, causal), {"dkdv": cfg, "dq": DQ[0], "tma": tma}))
+                for cfg in DQ[1:]:
+                    out.append(Variant("bwd", (b, h, seq, d, causal), {"dkdv": DKDV[0], "dq": cfg, "tma": tma}))
+    for shp in DEC_SHAPES:
+        for bn, w, s, waves in DEC:
+            out.append(Variant("dec", shp, {"bn": bn, "w": w, "s": s, "waves": waves}))
+    for shp in MM_SHAPES:
+        for cfg in MM:
+            out.append(Variant("mm", shp, {"cfg": cfg}))
+    for shp in MM_SMALL_SHAPES:
+        for cfg in MM_SMALL:
+            out.append(Variant("mm", shp, {"cfg": cfg}))
+        for split, cfg in MMK:
+            out.append(Variant("mmk", shp, {"split": split, "cfg": cfg}))
+    for shp in MM_SHAPES[:1]:  # the ragged shape through pointer loads (row pitches not 128-byte aligned)
+        for cfg in MM[:3]:
+            out.append(Variant("mm", shp, {"cfg": cfg, "tma": False}))
+    return out
+
+
+def _gen(seed: int) -> torch.Generator:
+    g = torch.Generator(device=DEVICE)
+    g.manual_seed(seed)
+    return g
+
+
+def randn(shape, dtype, seed) -> torch.Tensor:
+    return torch.randn(shape, device=DEVICE, dtype=dtype, generator=_gen(seed))
+
+
+def fp8_inputs(b: int, h: int, seq: int, d: int, vt: bool) -> tuple:
+    """bf16 q, k, v and their per-tensor e4m3 quantisations (v optionally stored position-contiguous)."""
+    from kernels.attention import quantize_fp8
+
+    q, k, v = (randn((b, h, seq, d), torch.bfloat16, i) for i in range(3))
+    (q8, sq), (k8, sk), (v8, sv) = (quantize_fp8(t) for t in (q, k, v))
+    if vt:
+        v8 = v8.transpose(-1, -2).contiguous().transpose(-1, -2)
+    return (q, k, v), (q8, k8, v8, sq, sk, sv)
+
+
+_INPUTS: dict[tuple, Any] = {}
+
+
+def inputs(section: str, case: tuple, vt: bool = False) -> Any:
+    """Random inputs per case, cached (one set per case in a process)."""
+    key = (section, case, vt)
+    if key in _INPUTS:
+        return _INPUTS[key]
+    _INPUTS.clear()
+    if DEVICE == "cuda":
+        torch.cuda.empty_cache()
+    if section in ("fwd", "bwd"):
+        b, h, seq, d = case[:4]
+        val = tuple(randn((b, h, seq, d), torch.bfloat16, i) for i in range(4))
+    elif section == "fp8":
+        b, h, seq, d = case[:4]
+        val = fp8_inputs(b, h, seq, d, vt)
+    elif section == "dec":
+        b, hq, hk, seq, d, dt = case
+        val = (randn((b, hq, 1, d), dt, 1), randn((b, hk, seq, d), dt, 2), randn((b, hk, seq, d), dt, 3))
+    else:
+        m, n, k = case
+        val = (randn((m, k), torch.bfloat16, 1), randn((k, n), torch.bfloat16, 2))
+    _INPUTS[key] = val
+    return val
+
+
+def make_fn(v: Variant):
+    """The callable of one sweep variant."""
+    from kernels import attention, decode, matmul
+    from kernels._checks import sm_count
+
+    p = v.params
+    if v.section == "fwd":
+        q, k, kk, _ = inputs("fwd", v.case)
+        return partial(attention.attention_forward, q, k, kk, v.case[4], config=p["cfg"], use_tma=p["tma"])
+    if v.section == "fp8":
+        _, (q8, k8, v8, sq, sk, sv) = inputs("fp8", v.case, p["vt"])
+        return partial(attention.attention_forward_fp8, q8, k8, v8, sq, sk, sv, v.case[4], config=p["cfg"],
+                       use_tma=p["tma"])
+    if v.section == "bwd":
+        q, k, vv, do = inputs("bwd", v.case)
+        causal = v.case[4]
+        o, lse = attention.attention_forward(q, k, vv, causal, config=(128, 64, 4, 3), use_tma=False)
+        return partial(attention.attention_backward, do, q, k, vv, o, lse, causal, configs=(p["dkdv"], p["dq"]),
+                       use_tma=p["tma"])
+    if v.section == "dec":
+        q, k, vv = inputs("dec", v.case)
+        b, _, hk, seq = v.case[:4]
+        sms = sm_count(q.device, cpu_default=decode.NUM_SMS_DEFAULT)
+        ns = decode.choose_splits(b, hk, seq, p["bn"], sms, waves=p["waves"]) if p["waves"] else 1
+        return partial(decode.decode_attention, q, k, vv, num_splits=ns, block_n=p["bn"], num_warps=p["w"],
+                       num_stages=p["s"])
+    a, bm = inputs("mm", v.case)
+    if v.section == "mmk":
+        from kernels.matmul_splitk import matmul_splitk
+
+        c = torch.empty((a.shape[0], bm.shape[1]), dtype=a.dtype, device=a.device)
+        return partial(matmul_splitk, a, bm, c, sm_count(a.device, cpu_default=4), split=p["split"] or None,
+                       config=p["cfg"])
+    return partial(matmul.matmul, a, bm, config=p["cfg"], use_tma=p.get("tma"))
+
+
+def flops_bytes(v: Variant) -> tuple[float, float]:
+    if v.section in ("fwd", "bwd", "fp8"):
+        b, h, seq, d, causal = v.case
+        f = 4.0 * b * h * seq * seq * d * (0.5 if causal else 1.0)
+        return (2.5 * f if v.section == "bwd" else f), 0.0
+    if v.section == "dec":
+        b, hq, hk, seq, d, _ = v.case
+        return 4.0 * b * hq * seq * d, 2.0 * (2 * b * hk * seq * d + 2 * b * hq * d)
+    m, n, k = v.case  # mm, mmk
+    return 2.0 * m * n * k, 2.0 * (m * k + k * n + m * n)
+
+
+_REFS: dict[tuple, Any] = {}
+
+
+def reference(v: Variant):
+    from kernels import reference as ref
+
+    key = (v.section, v.case)
+    if key not in _REFS:
+        _REFS.clear()
+        if v.section == "fwd":
+            q, k, vv, _ = inputs("fwd", v.case)
+            _REFS[key] = ref.sdpa(q, k, vv, v.case[4], "flash")
+        elif v.section == "fp8":  # the fp32 attention of the unquantised bf16 inputs
+            (q, k, vv), _ = inputs("fp8", v.case, v.params["vt"])
+            _REFS[key] = ref.attention_fp32(q, k, vv, v.case[4])[0]
+        elif v.section == "bwd":
+            q, k, vv, do = inputs("bwd", v.case)
+            qq, kk, vvv = (t.detach().clone().requires_grad_() for t in (q, k, vv))
+            out = ref.sdpa(qq, kk, vvv, v.case[4], "flash")
+            _REFS[key] = torch.autograd.grad(out, (qq, kk, vvv), do)
+        elif v.section == "dec":
+            q, k, vv = inputs("dec", v.case)
+            _REFS[key] = ref.decode_fp32(q, k, vv)
+        else:
+            a, b = inputs("mm", v.case)
+            _REFS[key] = a.float() @ b.float()
+    return _REFS[key]
+
+
+def check(v: Variant, result) -> float:
+    from kernels.reference import rel_err
+
+    r = reference(v)
+    if v.section in ("fwd", "fp8"):
+        result = result[0]
+    if v.section == "bwd":
+        return max(rel_err(x, y) for x, y in zip(result, r, strict=True))
+    return rel_err(result, r)
+
+
+def bench(fn, graph: bool = False) -> float:
+    import triton.testing as tt
+
+    if DEVICE == "cpu":
+        t = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t) * 1e3
+    if graph:
+        return tt.do_bench_cudagraph(fn, rep=60, return_mode="median")
+    return tt.do_bench(fn, warmup=20, rep=60, return_mode="median")
+
+
+def dry_setup() -> None:
+    """CPU interpreter, tiny shapes: exercises the script, not the kernels' speed."""
+    global DEVICE, FWD_SHAPE, MM_SHAPES, MM_SMALL_SHAPES, FINAL_FWD, FINAL_FP8, FINAL_BWD, FINAL_DEC, FINAL_MM
+    os.environ["TRITON_INTERPRET"] = "1"
+    DEVICE = "cpu"
+    FWD_SHAPE = (1, 2, 40)
+    MM_SHAPES, MM_SMALL_SHAPES = [(40, 48, 56)], [(3, 40, 32)]
+    FINAL_FWD, FINAL_FP8, FINAL_BWD = [(64, 48, 1), (80, 40, 1)], [(64, 40, 1)], [(64, 48, 1)]
+    FINAL_DEC, FINAL_MM = [(1, 2, 2, 100, 64, torch.float16)], [(40, 24, 32)]
+    DEC_SHAPES[:] = [(1, 4, 2, 70, 128, torch.float16)]
+    for key in list(FWD_D)[1:]:
+        del FWD_D[key]
+    for key in FWD_D:
+        FWD_D[key] = FWD_D[key][:1]
+    MM[:] = [(32, 32, 16, 2, 4, 1, 0, False), (32, 32, 16, 2, 4, 1, 2, True)]
+    MM_SMALL[:] = [(16, 32, 16, 1, 4, 1, 2, False)]
+    del DEC[2:], DKDV[1:], DQ[2:], FP8[1:], MMK[1:]
