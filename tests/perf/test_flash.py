@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels.attention import attention_backward, attention_forward
+from kernels.attention import attention_backward, attention_forward, attention_forward_fp8, quantize_fp8
 from kernels.reference import sdpa
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -77,3 +77,29 @@ def test_flash_backward(perf, impl, causal):
         pytest.skip(f"not runnable here: {str(exc).splitlines()[0][:120]}")
     _runnable(_sdpa_backward, out, qkv, do)
     perf(_sdpa_backward, out, qkv, do)
+
+
+@pytest.mark.parametrize("impl", ("ours", "sdpa-flash", "sdpa-cudnn"))
+def test_flash_forward_d80(perf, impl):
+    """A head dim that is not a power of two (ours runs it padded to 128 inside the kernel)."""
+    q, k, v = _inputs(4096, 80)
+    perf.flops = _fwd_flops(q, False)
+    perf.bytes = 4 * q.numel() * q.element_size()
+    if impl == "ours":
+        fn, args = attention_forward, (q, k, v)
+    else:
+        fn, args = sdpa, (q, k, v, False, impl.removeprefix("sdpa-"))
+    _runnable(fn, *args)
+    perf(fn, *args)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_flash_forward_fp8(perf, causal):
+    """fp8 e4m3 forward (per-tensor scales, bf16 output, v stored position-contiguous); compare with
+    test_flash_forward[L4096-d128-*] for bf16."""
+    q, k, v = _inputs(4096, 128)
+    (q8, sq), (k8, sk), (v8, sv) = (quantize_fp8(t) for t in (q, k, v))
+    v8 = v8.transpose(-1, -2).contiguous().transpose(-1, -2)
+    perf.flops = _fwd_flops(q, causal)
+    perf.bytes = 3 * q.numel() + 2 * q.numel()
+    perf(attention_forward_fp8, q8, k8, v8, sq, sk, sv, causal)

@@ -16,7 +16,8 @@ def _randn(*shape: int, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
     g.seed()
     return torch.randn(shape, device="cuda", dtype=dtype, generator=g)
 
-SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4000, 5000, 3000)]
+SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4000, 5000, 3000), (4096, 14336, 4096),
+          (1, 4096, 4096), (16, 14336, 4096)]  # the last two: decode-sized (memory-bound on B)
 
 
 @pytest.mark.parametrize("impl", ("ours", "cublas"))
