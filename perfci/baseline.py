@@ -10,10 +10,14 @@ and of two concurrent writers one wins whole.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import replace
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from perfci.errors import BadInputError, UsageError
+from perfci.errors import BadInputError, InfrastructureError, UsageError
 from perfci.fingerprint import require_same_gpu
 from perfci.record import SCHEMA_VERSION, ResultFile, load_results
 
@@ -100,6 +104,76 @@ def make_baseline(runs: list[ResultFile], *, gpu: str, force: bool = False, path
     header = {"schema_version": SCHEMA_VERSION, "gpu": gpu,
               "written": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "runs": len(runs),
               "sources": [str(r.path) for r in runs], "forced": bool(force)}
+    # every card the runs came from: with several, the run medians carry the card-to-card offsets
+    cards = list(dict.fromkeys(str(r.fingerprint.get("card")) for r in runs if r.fingerprint.get("card")))
+    fingerprint = {**first.fingerprint, "cards": cards} if cards else dict(first.fingerprint)
     # a baseline stands for every benchmark it holds: no scope, nothing deselected
     return first.with_benchmarks(records, path=Path(path or first.path), header=header, scope=None,
-                                 deselected=frozenset())
+                                 deselected=frozenset(), fingerprint=fingerprint, errors={})
+
+
+@dataclass(frozen=True)
+class MergeReport:
+    added: tuple[str, ...]
+    replaced: tuple[str, ...]
+    kept: tuple[str, ...]
+    dropped: tuple[str, ...]  # in the runs' scope, not measured: removed from the suite
+
+    def describe(self) -> str:
+        parts = [f"{len(self.added)} added", f"{len(self.replaced)} replaced", f"{len(self.kept)} kept"]
+        if self.dropped:
+            parts.append(f"{len(self.dropped)} dropped (selected but no longer measured: "
+                         f"{', '.join(self.dropped[:3])}{', ...' if len(self.dropped) > 3 else ''})")
+        return ", ".join(parts)
+
+
+def merge_baseline(existing: ResultFile, fresh: ResultFile, run: ResultFile) -> tuple[ResultFile, MergeReport]:
+    """``existing`` with the entries ``fresh`` measured replaced or added; entries the run did not set
+    out to measure (``run``'s paths, -k/-m) are kept with their run medians; entries it set out to
+    measure and did not (removed tests) are dropped."""
+    measured = set(fresh.benchmarks)
+    kept = [r for n, r in existing.benchmarks.items() if n not in measured and not run.intended(n)]
+    dropped = tuple(sorted(n for n in existing.benchmarks if n not in measured and run.intended(n)))
+    report = MergeReport(added=tuple(sorted(measured - set(existing.benchmarks))),
+                         replaced=tuple(sorted(measured & set(existing.benchmarks))),
+                         kept=tuple(sorted(r.name for r in kept)), dropped=dropped)
+    header = {**fresh.header, "merged_into": str(existing.path), "kept_from": existing.header.get("written")}
+    fingerprint = dict(fresh.fingerprint)
+    cards = list(dict.fromkeys([*(existing.fingerprint.get("cards") or []), *(fresh.fingerprint.get("cards") or [])]))
+    if kept and cards:
+        fingerprint["cards"] = cards
+    return fresh.with_benchmarks([*kept, *fresh.benchmarks.values()], header=header, fingerprint=fingerprint), report
+
+
+LOCK_WAIT_S = 600.0
+
+
+@contextmanager
+def locked(directory: Path, *, wait_s: float = LOCK_WAIT_S, log: Callable[..., None] = print) -> Iterator[None]:
+    """One baseline update per GPU directory at a time: a second one waits (up to ``wait_s``), then refuses."""
+    import fcntl
+
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / ".update.lock"
+    with open(path, "a+", encoding="utf-8") as fh:
+        deadline, told = time.monotonic() + wait_s, False
+        while True:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise InfrastructureError(f"another baseline update holds {path} (waited {wait_s:.0f} s)",
+                                              hint="let it finish (the lock goes with its process)") from None
+                if not told:
+                    log(f"perfci: another baseline update holds {path}; waiting for it", flush=True)
+                    told = True
+                time.sleep(0.5)
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"{os.getpid()}\n")
+        fh.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)

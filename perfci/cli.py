@@ -12,6 +12,8 @@ from perfci.baseline import GPU_BASELINE_RUNS
 from perfci.errors import EXIT_USAGE, PerfCIError, UsageError
 from perfci.profilers import PROFILERS
 
+ROOT_DEFAULT = "default: under the project root (the nearest directory up with pyproject.toml, pytest.ini, " \
+    "setup.cfg, tox.ini or .git):"
 EPILOG = "exit codes: 0 no regression, 1 regression, 2 usage or bad input, 3 infrastructure (GPU/tool missing)"
 
 
@@ -30,15 +32,37 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Run the perf suite (default tests/perf) in pytest, compare every benchmark "
                          "with this GPU's baseline, write the report, exit with the verdict. Unknown options "
                          "go to pytest (e.g. -k EXPR, -x).", epilog=EPILOG)
-    run.add_argument("--baselines", type=Path, default=Path("baselines"), help="baseline root (default baselines)")
-    run.add_argument("--results-dir", type=Path, default=Path(".perfci/results"), help="where result files go")
-    run.add_argument("--report-dir", type=Path, default=Path("reports/latest"), help="report output directory")
+    run.add_argument("--baselines", type=Path, default=None, help=f"baseline root ({ROOT_DEFAULT} baselines/)")
+    run.add_argument("--results-dir", type=Path, default=None,
+                     help=f"where result files go ({ROOT_DEFAULT} .perfci/results/)")
+    run.add_argument("--report-dir", type=Path, default=None,
+                     help=f"report output directory ({ROOT_DEFAULT} reports/latest/)")
     run.add_argument("--require-baseline", action="store_true",
                      help="exit 2 when this GPU has no baseline (default: every benchmark is NEW)")
     run.add_argument("--no-compare", action="store_true", help="measure only; no baseline comparison")
     run.add_argument("--no-confirm", action="store_true",
-                     help="fail a timing SLOWER from this one pass; by default a SLOWER is re-measured once in a "
-                     "fresh process and fails only if the two runs pooled still read SLOWER")
+                     help="judge this one pass; by default a SLOWER or NOISY benchmark is re-measured once in a "
+                     "fresh process and judged on the two runs pooled")
+    run.add_argument("--against", metavar="REF", default=None,
+                     help="git ref (e.g. the PR's merge base): benchmarks that read SLOWER or NOISY against the stored "
+                     "baseline (all of them when there is none) are measured for REF's tree and this tree in "
+                     "interleaved fresh processes on this GPU, and their timing verdict comes from those pairs")
+    run.add_argument("--max-pairs", type=int, default=5, metavar="N",
+                     help="A/B pairs at most per benchmark (default 5)")
+    run.add_argument("--fail-on-noisy", action="store_true",
+                     help="exit 1 when a device-time benchmark stays NOISY after confirmation")
+
+    abp = sub.add_parser("ab", help="same-card A/B of two git refs (or REF and the working tree)",
+                         description="Measure the benchmarks of REF's tree and of REF2's (default: the working tree) "
+                         "in interleaved fresh processes on this GPU, pairs until each verdict resolves the threshold "
+                         "or --max-pairs, and judge them on the pairs. Unknown options go to pytest.", epilog=EPILOG)
+    abp.add_argument("ref", metavar="REF", help="the reference: a commit, branch or tag of this repository")
+    abp.add_argument("ref2", metavar="REF2", nargs="?", default=None, help="the candidate (default: the working tree)")
+    abp.add_argument("-k", dest="keyword", default=None, help="pytest -k expression selecting benchmarks")
+    abp.add_argument("--max-pairs", type=int, default=5, metavar="N", help="pairs at most per benchmark (default 5)")
+    abp.add_argument("--results-dir", type=Path, default=None,
+                     help=f"where result files go ({ROOT_DEFAULT} .perfci/results/)")
+    abp.add_argument("--report-dir", type=Path, default=None, help="also write the report here")
 
     prof = sub.add_parser("profile", help="run benchmarks under a profiler and print per-benchmark kernel tables",
                           description="Run selected benchmarks under torch.profiler (--torch), Nsight Systems "
@@ -55,19 +79,22 @@ def build_parser() -> argparse.ArgumentParser:
     bsub = base.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
     upd = bsub.add_parser("update", help="write baselines/<gpu>/ atomically from a fresh run (or --from files)",
                           epilog=EPILOG)
-    upd.add_argument("--baselines", type=Path, default=Path("baselines"))
+    upd.add_argument("--baselines", type=Path, default=None, help=f"baseline root ({ROOT_DEFAULT} baselines/)")
+    upd.add_argument("--replace", action="store_true",
+                     help="rewrite the whole baseline; by default the benchmarks measured replace their entries and "
+                     "the rest (outside the paths or -k/-m selection) are kept")
     upd.add_argument("--from", dest="sources", type=Path, nargs="+", default=None, metavar="RESULTS",
                      help="result files to use instead of running the suite")
     upd.add_argument("--runs", type=int, default=None,
                      help=f"fresh-process runs of the suite (default {GPU_BASELINE_RUNS} on a GPU: their spread is "
                      "each benchmark's noise floor and their mean its level; 1 in CPU mode)")
     upd.add_argument("--force", action="store_true", help="accept NOISY measurements")
-    upd.add_argument("--results-dir", type=Path, default=Path(".perfci/results"))
+    upd.add_argument("--results-dir", type=Path, default=None)
     show = bsub.add_parser("show", help="print a GPU's baseline (default: this GPU's)", epilog=EPILOG)
     show.add_argument("gpu", nargs="?", default=None)
-    show.add_argument("--baselines", type=Path, default=Path("baselines"))
+    show.add_argument("--baselines", type=Path, default=None)
     lst = bsub.add_parser("list", help="list the GPUs that have baselines", epilog=EPILOG)
-    lst.add_argument("--baselines", type=Path, default=Path("baselines"))
+    lst.add_argument("--baselines", type=Path, default=None)
 
     cmp_ = sub.add_parser("compare", help="compare two result files", epilog=EPILOG)
     cmp_.add_argument("old", type=Path)
@@ -80,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     env = sub.add_parser("env", help="this machine's GPU fingerprint and baseline key", epilog=EPILOG)
     env.add_argument("--json", action="store_true", help="print JSON")
-    env.add_argument("--baselines", type=Path, default=Path("baselines"))
+    env.add_argument("--baselines", type=Path, default=None)
     return p
 
 
@@ -94,7 +121,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.verb is None:
             parser.print_help()
             return EXIT_USAGE
-        if rest and args.verb not in ("run", "profile") and not (args.verb == "baseline" and args.action == "update"):
+        takes_pytest_args = args.verb in ("run", "profile", "ab") or (args.verb == "baseline"
+                                                                     and args.action == "update")
+        if rest and not takes_pytest_args:
             raise UsageError(f"perfci {args.verb}: unrecognized arguments: {' '.join(rest)}",
                              hint=f"see `perfci {args.verb} --help`")
         from perfci import commands

@@ -6,6 +6,8 @@ import argparse
 import json
 import shutil
 import sys
+from contextlib import nullcontext
+from pathlib import Path
 
 from perfci.baseline import (
     GPU_BASELINE_RUNS,
@@ -14,25 +16,41 @@ from perfci.baseline import (
     describe_available,
     load_baseline,
     load_for_gpu,
+    locked,
     make_baseline,
+    merge_baseline,
 )
 from perfci.errors import EXIT_OK, EXIT_REGRESSION, BadInputError, UsageError
 from perfci.fingerprint import Fingerprint, detect, require_same_gpu
 from perfci.gate import RunVerdict, judge_files
 from perfci.kernelrows import format_rows
-from perfci.pipeline import RunOptions, measure_runs, run
+from perfci.pipeline import RunOptions, check_writable, measure_runs, run
 from perfci.profilers import PROFILERS
 from perfci.record import ResultFile, load_results, write_results
 from perfci.report import headline, terminal_table, write_report
-from perfci.runner import PYTEST_OK
+from perfci.runner import PYTEST_OK, project_root
+
+
+def _resolve_defaults(args: argparse.Namespace) -> None:
+    """Default locations live under the project root, wherever perfci is run from; given paths are the user's."""
+    root = project_root()
+    defaults = {"baselines": "baselines", "results_dir": ".perfci/results"}
+    if args.verb == "run":
+        defaults["report_dir"] = "reports/latest"
+    for key, relative in defaults.items():
+        if getattr(args, key, "absent") is None:
+            setattr(args, key, root / relative)
 
 
 def dispatch(args: argparse.Namespace, rest: list[str]) -> int:
+    _resolve_defaults(args)
     verb = args.verb
     if verb == "run":
         return cmd_run(args, rest)
     if verb == "profile":
         return cmd_profile(args, rest)
+    if verb == "ab":
+        return cmd_ab(args, rest)
     if verb == "baseline":
         if args.action is None:
             raise UsageError("perfci baseline needs an action: update, show or list",
@@ -58,18 +76,56 @@ def _mode_line(fp: Fingerprint) -> str:
 def cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
     fp = detect()
     print(_mode_line(fp), flush=True)
+    if args.max_pairs < 1:
+        raise UsageError(f"--max-pairs must be at least 1, got {args.max_pairs}")
     options = RunOptions(pytest_args=tuple(rest), baselines=None if args.no_compare else args.baselines,
                          results_dir=args.results_dir, report_dir=args.report_dir, confirm=not args.no_confirm,
-                         require_baseline=args.require_baseline)
+                         require_baseline=args.require_baseline, against=args.against, max_pairs=args.max_pairs,
+                         fail_on_noisy=args.fail_on_noisy)
     outcome = run(options, fp)
-    # pytest already printed the per-benchmark table; here the verdict from the files, and the evidence
-    print(headline(outcome.verdict, fp))
-    for regressed in outcome.verdict.regressions:
-        print(regressed.evidence())
+    _print_verdict(outcome.verdict, fp)
     print(f"perfci: results {outcome.result.path}; report {', '.join(str(p) for p in outcome.report_paths)}")
     for message in outcome.messages:
         print(message, file=sys.stderr)
     return outcome.exit_code
+
+
+def _print_verdict(verdict: RunVerdict, fp: Fingerprint) -> None:
+    """pytest already printed the per-benchmark table: the headline, each regression's evidence, then
+    what stayed NOISY with its reason."""
+    print(headline(verdict, fp))
+    for regressed in verdict.regressions:
+        print(regressed.evidence())
+    for noisy in verdict.noisy:
+        reasons = noisy.comparison.reasons if noisy.comparison is not None else ()
+        print(f"perfci: still NOISY: {noisy.name}: {'; '.join(reasons) or 'no reason recorded'}")
+
+
+def cmd_ab(args: argparse.Namespace, rest: list[str]) -> int:
+    from perfci import ab
+
+    fp = detect()
+    print(_mode_line(fp), flush=True)
+    check_writable(args.results_dir, args.report_dir)
+    pytest_args = list(rest) + (["-k", args.keyword] if args.keyword else [])
+    repo = ab.repo_root(Path.cwd())
+    with ab.worktree(args.ref, repo) as ref, (ab.worktree(args.ref2, repo) if args.ref2 else
+                                              nullcontext(ab.Tree("working tree", Path.cwd()))) as current:
+        for tree in (ref, current):
+            why_not = ab.needs_build(tree.root) if tree.sha else None
+            if why_not:
+                raise BadInputError(f"cannot A/B {tree.label}: {why_not}", hint="build it and compare result files "
+                                    "with `perfci compare` instead")
+        result = ab.measure_trees(ref, current, pytest_args, None, args.results_dir, max_pairs=args.max_pairs)
+    base = ResultFile.empty(Path(ref.label), fp.slug).with_benchmarks(result.ref.values())
+    new = ResultFile.empty(Path(current.label), fp.slug).with_benchmarks(result.current.values())
+    verdict = ab.apply(judge_files(new, None), new, result, None)
+    print(terminal_table(verdict, fp, f"same-card A/B: {ref.label} -> {current.label}"))
+    for outcome in verdict.outcomes:
+        print(f"  {outcome.name}: {outcome.notes[-1] if outcome.notes else 'not measured on both trees'}")
+    if args.report_dir:
+        write_report([base, new], verdict, args.report_dir, f"perfci ab {ref.label} -> {current.label}")
+    return verdict.exit_code
 
 
 def cmd_profile(args: argparse.Namespace, rest: list[str]) -> int:
@@ -92,11 +148,22 @@ def cmd_baseline_update(args: argparse.Namespace, rest: list[str]) -> int:
                                                              else 1)
     if runs_wanted < 1:
         raise UsageError(f"--runs must be at least 1, got {runs_wanted}")
-    runs = ([load_results(p) for p in args.sources] if args.sources
-            else measure_runs(rest, runs_wanted, args.results_dir))
+    with locked(baseline_path(args.baselines, fp.slug).parent):
+        existing = None if args.replace else load_for_gpu(args.baselines, fp.slug)  # a bad file fails before the runs
+        runs = ([load_results(p) for p in args.sources] if args.sources
+                else measure_runs(rest, runs_wanted, args.results_dir))
+        return _write_baseline(args, fp, runs, existing)
+
+
+def _write_baseline(args: argparse.Namespace, fp: Fingerprint, runs: list[ResultFile],
+                    existing: ResultFile | None) -> int:
     target = baseline_path(args.baselines, fp.slug)
-    written = write_results(make_baseline(runs, gpu=fp.slug, force=args.force, path=target))
-    print(f"perfci: wrote {written} ({len(runs[0].benchmarks)} benchmarks, {len(runs)} run(s))")
+    fresh = make_baseline(runs, gpu=fp.slug, force=args.force, path=target)
+    if existing is not None:
+        fresh, merged = merge_baseline(existing, fresh, runs[0])
+        print(f"perfci: merged into {target}: {merged.describe()} (--replace rewrites it whole)")
+    written = write_results(fresh)
+    print(f"perfci: wrote {written} ({len(fresh.benchmarks)} benchmarks, {len(runs)} new run(s))")
     return EXIT_OK
 
 

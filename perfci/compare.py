@@ -164,6 +164,8 @@ class CompareSettings:
     min_noise_floor: float = 0.003  # observed run medians never push the floor below this spread
     noise_floor_ms: float = 1e-5  # absolute between-run spread (ms) added in quadrature: tiny kernels
     effect_fraction: float = 0.75  # SLOWER/FASTER need |change| >= effect_fraction * min_effect
+    noisy_sigma: float = 0.03  # a side flagged noisy may be off by this much (log sd; its own IQR if larger)
+    cross_card_sigma: float = 0.0  # log sd of card-to-card offsets when the sides come from two cards (0: one)
 
     def __post_init__(self) -> None:
         checks = [
@@ -175,6 +177,8 @@ class CompareSettings:
             (0.0 <= self.min_noise_floor < 1.0, "min_noise_floor must be a fraction in [0, 1)"),
             (self.noise_floor_ms >= 0.0, "noise_floor_ms must be >= 0"),
             (0.0 < self.effect_fraction <= 1.0, "effect_fraction must be in (0, 1]"),
+            (0.0 <= self.noisy_sigma < 1.0, "noisy_sigma must be in [0, 1)"),
+            (0.0 <= self.cross_card_sigma < 1.0, "cross_card_sigma must be in [0, 1)"),
         ]
         for ok, message in checks:
             if not ok:
@@ -213,7 +217,7 @@ class Comparison:
 
     @property
     def failed(self) -> bool:
-        return self.verdict is Verdict.SLOWER
+        return self.verdict in (Verdict.SLOWER, Verdict.INVALID)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -325,20 +329,19 @@ def _between_sigma(base: _Side, new: _Side, settings: CompareSettings) -> tuple[
     )
 
 
-def _side_problems(label: str, sample: Sample, settings: CompareSettings) -> tuple[list[str], bool]:
-    """Reasons this side cannot be judged, and whether its samples are unusable for statistics."""
-    problems, unusable = [], False
+def _side_problems(label: str, sample: Sample, settings: CompareSettings) -> tuple[list[str], str | None]:
+    """Why this side is noisy (its interval is widened), and why it cannot be used at all (or None)."""
+    problems: list[str] = []
     if sample.noisy:
         why = "; ".join(sample.noise_reasons) or "no reason given"
         problems.append(f"{label} marked noisy by the timing stage ({why})")
     values = np.asarray(sample.samples_ms, dtype=float)
+    if values.size and (not np.all(np.isfinite(values)) or np.any(values <= 0)):
+        bad = int(np.sum(~np.isfinite(values) | (values <= 0)))
+        return problems, f"{label} has {bad} non-finite, zero or negative time(s): the measurement is invalid"
     if values.size < settings.min_samples:
-        problems.append(f"{label} has {values.size} samples, fewer than the {settings.min_samples} needed")
-        unusable = True
-    elif not np.all(np.isfinite(values)) or np.any(values <= 0):
-        problems.append(f"{label} has non-finite or non-positive samples")
-        unusable = True
-    return problems, unusable
+        return problems, f"{label} has {values.size} samples, fewer than the {settings.min_samples} needed"
+    return problems, None
 
 
 def compare_samples(
@@ -368,20 +371,24 @@ def compare_samples(
             name, Verdict.MISSING, med, None, reasons=("benchmark not in the new run",), **empty
         )
 
-    base_problems, base_unusable = _side_problems("base", base, settings)
-    new_problems, new_unusable = _side_problems("new", new, settings)
+    (base_problems, base_bad), (new_problems, new_bad) = (_side_problems("base", base, settings),
+                                                          _side_problems("new", new, settings))
     problems = base_problems + new_problems
-    if base_unusable or new_unusable:  # no statistics possible on this data
+    if base_bad or new_bad:  # no statistics possible on this data
         meds = [stats.finite_median(s.samples_ms) for s in (base, new)]
-        return Comparison(name, Verdict.NOISY, meds[0], meds[1], reasons=tuple(problems), **empty)
+        invalid = any("invalid" in (why or "") for why in (base_bad, new_bad))
+        return Comparison(name, Verdict.INVALID if invalid else Verdict.NOISY, meds[0], meds[1],
+                          reasons=tuple(problems + [w for w in (base_bad, new_bad) if w]), **empty)
 
     b, w = _summarise(base), _summarise(new)
-    for label, side in (("base", b), ("new", w)):
-        if side.iqr_rel > settings.max_relative_spread:
-            problems.append(
-                f"{label} within-run spread (IQR/median) {side.iqr_rel:.1%} exceeds "
-                f"{settings.max_relative_spread:.1%}"
-            )
+    widen = 0.0  # extra variance of a side the timing stage flagged, or whose within-run spread is wild
+    for label, side, flagged in (("base", b, bool(base_problems)), ("new", w, bool(new_problems))):
+        wild = side.iqr_rel > settings.max_relative_spread
+        if wild:
+            problems.append(f"{label} within-run spread (IQR/median) {side.iqr_rel:.1%} exceeds "
+                            f"{settings.max_relative_spread:.1%}")
+        if flagged or wild:
+            widen += max(settings.noisy_sigma, side.iqr_rel / 1.349) ** 2
     sigma_b, floor_note = _between_sigma(b, w, settings)
     log_ratio = math.log(w.level_ms / b.level_ms)
     s = math.sqrt(sigma_b**2 * (1.0 / b.runs + 1.0 / w.runs) + b.se_within**2 + w.se_within**2)
@@ -393,14 +400,39 @@ def compare_samples(
         f"{(ratio - 1):+.2%} (interval {low - 1:+.2%} .. {high - 1:+.2%} at {level}; {floor_note})"
     )
 
-    def result(verdict: Verdict, *why: str) -> Comparison:
+    def result(verdict: Verdict, *why: str, interval: tuple[float, float] = (low, high)) -> Comparison:
         return Comparison(
-            name, verdict, b.median_ms, w.median_ms, ratio, low, high,
+            name, verdict, b.median_ms, w.median_ms, ratio, interval[0], interval[1],
             settings.min_effect, tuple(why),
         )
 
     if problems:
-        return result(Verdict.NOISY, *problems, f"would have read {summary}")
+        # noise widens the interval instead of ending the comparison: a change that clears the threshold
+        # even then is real (a +25 % slowdown measured while something disturbed the GPU still fails)
+        s_noisy = math.sqrt(s**2 + widen + settings.cross_card_sigma**2)
+        wide = (math.exp(log_ratio - z * s_noisy), math.exp(log_ratio + z * s_noisy))
+        noisy_summary = f"{ratio - 1:+.2%} (noise-widened interval {wide[0] - 1:+.2%} .. {wide[1] - 1:+.2%})"
+        if wide[0] > 1.0 + settings.min_effect:
+            return result(Verdict.SLOWER, f"slower by {noisy_summary}, beyond the {settings.min_effect:.1%} "
+                          "threshold despite the noise", *problems, interval=wide)
+        if wide[1] < 1.0 / (1.0 + settings.min_effect):
+            return result(Verdict.FASTER, f"faster by {noisy_summary} despite the noise", *problems, interval=wide)
+        return result(Verdict.NOISY, *problems, f"read {noisy_summary}", interval=wide)
+    if settings.cross_card_sigma > 0.0:
+        # the sides come from two cards of one model: their offset (measured per model) may explain the
+        # change, so it must clear the card-widened interval too; it never makes a comparison NOISY
+        s_card = math.sqrt(s**2 + settings.cross_card_sigma**2)
+        card_low, card_high = math.exp(log_ratio - z * s_card), math.exp(log_ratio + z * s_card)
+        offset = math.expm1(z * settings.cross_card_sigma)
+        card_note = (f"baseline from another card: a card offset of up to {offset:.1%} is expected "
+                     "(use --against REF, or re-make the baseline on this card)")
+        if low > 1.0 and ratio >= 1.0 + effect and card_low <= 1.0:
+            return result(Verdict.SAME, f"{summary}; within the cross-card offset", card_note)
+        if high < 1.0 and ratio <= 1.0 / (1.0 + effect) and card_high >= 1.0:
+            return result(Verdict.SAME, f"{summary}; within the cross-card offset", card_note)
+        if low > 1.0 and ratio >= 1.0 + effect:
+            return result(Verdict.SLOWER, f"slower by {summary}; beyond the cross-card offset too", card_note,
+                          interval=(card_low, card_high))
     if low > 1.0 and ratio >= 1.0 + effect:
         return result(Verdict.SLOWER, f"slower by {summary}; flagged from +{effect:.2%}")
     if high < 1.0 and ratio <= 1.0 / (1.0 + effect):

@@ -35,9 +35,9 @@ from perfci.record import CONFIRMATION_KEY, BenchmarkRecord, ResultFile
 
 
 def to_confirm(verdict: RunVerdict) -> tuple[str, ...]:
-    """The benchmarks a second pass re-measures: timing SLOWER (device time) and no structural failure
-    (a structural regression fails its test whatever the timing reads)."""
-    return tuple(o.name for o in verdict.outcomes if o.only_timing_failed)
+    """The benchmarks a second pass re-measures: timing SLOWER or NOISY (device time) and no structural
+    failure (a structural regression fails its test whatever the timing reads)."""
+    return tuple(o.name for o in verdict.outcomes if o.needs_confirmation)
 
 
 def pooled_run_medians(first: BenchmarkRecord, second: BenchmarkRecord) -> tuple[float, ...]:
@@ -91,12 +91,13 @@ def with_notes(verdict: RunVerdict, names: Iterable[str], first: RunVerdict, unc
 
 
 def _note(final: BenchmarkOutcome, first: BenchmarkOutcome, not_re_measured: bool) -> str:
-    assert first.comparison is not None  # it was re-measured for a timing SLOWER
-    read = f"{first.comparison.change_pct:+.2f}%"
+    assert first.comparison is not None  # it was re-measured for a timing SLOWER or NOISY
+    change = first.comparison.change_pct
+    read = f"{change:+.2f}% ({first.comparison.verdict})" if change is not None else str(first.comparison.verdict)
     if not_re_measured:
         return f"first pass read {read}; the second pass did not re-measure it, so the first-pass verdict stands"
     c = final.comparison
     both = f"{c.change_pct:+.2f}%" if c is not None and c.change_pct is not None else "?"
-    outcome = "confirmed" if final.timing_failed else "not confirmed"
+    outcome = ("confirmed" if final.timing_failed else "not confirmed") if first.comparison.failed else "re-measured"
     return (f"{outcome} by a second fresh process: first pass read {read}, the two runs pooled "
             f"{both} ({final.verdict})")

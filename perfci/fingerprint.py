@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import math
 import platform
 import re
 from dataclasses import asdict, dataclass
@@ -35,6 +36,7 @@ class Fingerprint:
     max_sm_clock_mhz: int | None = None
     max_memory_clock_mhz: int | None = None
     peak_memory_bandwidth_gbps: float | None = None
+    card: str | None = None  # this card's identity (its GPU UUID): cards of one model differ by 2-4 %
 
     @property
     def baseline_key(self) -> str:
@@ -128,4 +130,27 @@ def detect() -> Fingerprint:
         max_sm_clock_mhz=static.get("max_sm_clock_mhz"),
         max_memory_clock_mhz=static.get("max_memory_clock_mhz"),
         peak_memory_bandwidth_gbps=static.get("peak_memory_bandwidth_gbps"),
+        card=_card_id(props),
     )
+
+
+def _card_id(props: Any) -> str | None:
+    """The card's UUID as NVML spells it (``GPU-...``), or None when the driver does not say."""
+    uuid = str(getattr(props, "uuid", "") or "")
+    if not uuid:
+        return None
+    return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+
+
+# Card-to-card offsets of one GPU model: the largest |offset| of a benchmark's median seen between two
+# cards with the same tree and autotune cache (docs/measurements/cross_card_h100.log: 5 runs x 68
+# benchmarks on one H100 against a 6-run baseline from another: +4.28 % at most, GQA decode +3.5-3.9 %
+# in every run). Only the H100 has been measured; other models use its figure until measured.
+CROSS_CARD_OFFSETS = {"NVIDIA_H100_80GB_HBM3": 0.0428}
+DEFAULT_CROSS_CARD_OFFSET = CROSS_CARD_OFFSETS["NVIDIA_H100_80GB_HBM3"]
+
+
+def cross_card_sigma(slug: str | None) -> float:
+    """The log standard deviation that puts the model's largest measured card offset at the 95 % edge."""
+    offset = CROSS_CARD_OFFSETS.get(slug or "", DEFAULT_CROSS_CARD_OFFSET)
+    return math.log1p(offset) / 1.96

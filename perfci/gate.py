@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 from perfci.compare import DEFAULT_THRESHOLD, CompareSettings, Comparison, Sample, compare_samples
 from perfci.errors import EXIT_OK, EXIT_REGRESSION
+from perfci.fingerprint import cross_card_sigma
 from perfci.record import BenchmarkRecord, ResultFile
 from perfci.rules import Finding, check_against_baseline, check_declared
 from perfci.trace import KernelProfile
@@ -37,7 +38,16 @@ class BenchmarkOutcome:
 
     @property
     def timing_failed(self) -> bool:
-        return self.comparison is not None and self.comparison.failed and self.device_time
+        """SLOWER on device time (host times are never gated), or INVALID times on any timer."""
+        if self.comparison is None:
+            return False
+        return self.comparison.verdict is Verdict.INVALID or (self.comparison.failed and self.device_time)
+
+    @property
+    def needs_confirmation(self) -> bool:
+        """A device-time SLOWER or NOISY with no structural failure: what perfci run re-measures."""
+        return (self.device_time and not self.structure_failed and self.error is None
+                and self.comparison is not None and self.comparison.verdict in (Verdict.SLOWER, Verdict.NOISY))
 
     @property
     def structure_failed(self) -> bool:
@@ -50,7 +60,8 @@ class BenchmarkOutcome:
     @property
     def only_timing_failed(self) -> bool:
         """SLOWER on device time with no structural failure: what perfci run re-measures before failing."""
-        return self.timing_failed and not self.structure_failed
+        return (self.comparison is not None and self.comparison.verdict is Verdict.SLOWER and self.device_time
+                and not self.structure_failed)
 
     @property
     def verdict(self) -> Verdict:
@@ -104,6 +115,11 @@ class RunVerdict:
         return tuple(o for o in self.outcomes if o.failed)
 
     @property
+    def noisy(self) -> tuple[BenchmarkOutcome, ...]:
+        """Device-time benchmarks whose timing stayed NOISY (listed first after the regressions)."""
+        return tuple(o for o in self.outcomes if o.device_time and not o.failed and o.verdict is Verdict.NOISY)
+
+    @property
     def exit_code(self) -> int:
         return EXIT_REGRESSION if self.regressions or self.errors else EXIT_OK
 
@@ -138,13 +154,36 @@ def run_verdict(outcomes: Iterable[BenchmarkOutcome], missing: Iterable[str] = (
     return RunVerdict(outcomes=tuple(outcomes), missing=tuple(sorted(missing)))
 
 
-def environment_drift(base: Mapping[str, object], new: Mapping[str, object]) -> tuple[str, ...]:
-    return tuple(f"{k} {base.get(k)} -> {new.get(k)}" for k in DRIFT_FIELDS
-                 if base.get(k) is not None and new.get(k) is not None and base.get(k) != new.get(k))
+@dataclass(frozen=True)
+class Drift:
+    """What differs between the baseline's machine and this one: software versions, and the card."""
+
+    lines: tuple[str, ...] = ()
+    cross_card_sigma: float = 0.0  # > 0 when the baseline's card is another (or unknown) card of this model
+
+    def __iter__(self):
+        return iter(self.lines)
+
+
+def environment_drift(base: Mapping[str, object], new: Mapping[str, object]) -> Drift:
+    """The drift of ``new``'s machine from the baseline's (both ``machine_info['perfci']`` records).
+
+    The card: a baseline whose runs came from several cards carries their offsets in its run medians
+    (no extra term); one from another card, or from a card it did not record (files before cards were
+    recorded), gets the model's measured cross-card term (``fingerprint.cross_card_sigma``).
+    """
+    lines = [f"{k} {base.get(k)} -> {new.get(k)}" for k in DRIFT_FIELDS
+             if base.get(k) is not None and new.get(k) is not None and base.get(k) != new.get(k)]
+    card, cards = new.get("card"), [c for c in (base.get("cards") or [base.get("card")]) if c]
+    sigma = 0.0
+    if card and len(set(cards)) < 2 and card not in cards:
+        sigma = cross_card_sigma(str(new.get("slug") or ""))
+        lines.append(f"card {cards[0] if cards else '(not recorded)'} -> {card}: baseline from another card")
+    return Drift(tuple(lines), sigma)
 
 
 def judge(new: BenchmarkRecord, base: BenchmarkRecord | None, *, compared: bool,
-          drift: tuple[str, ...] = ()) -> BenchmarkOutcome:
+          drift: Drift | tuple[str, ...] = ()) -> BenchmarkOutcome:
     """The outcome of one benchmark: its declared rules, the baseline's structure, the timing verdict.
 
     ``known_bad`` names declared rules (forbid names or expect keys) that this benchmark is meant
@@ -161,11 +200,17 @@ def judge(new: BenchmarkRecord, base: BenchmarkRecord | None, *, compared: bool,
         if base is not None and base.profile is not None:
             findings.extend(check_against_baseline(profile or KernelProfile.missing("profiling was off"),
                                                    base.profile))
+        card_sigma = drift.cross_card_sigma if isinstance(drift, Drift) and new.device_time else 0.0
         comparison = compare_samples(new.name, _sample(base, new), _sample(new, base),
-                                     CompareSettings(min_effect=new.threshold or DEFAULT_THRESHOLD))
+                                     CompareSettings(min_effect=new.threshold or DEFAULT_THRESHOLD,
+                                                     cross_card_sigma=card_sigma))
+        if base is not None and base.compared_samples_ms and comparison.verdict is not Verdict.INVALID and (
+                not all(math.isfinite(v) and v > 0 for v in base.compared_samples_ms)):
+            comparison = replace(comparison, verdict=Verdict.INVALID,
+                                 reasons=("the baseline entry has non-finite or non-positive times: re-make it",))
     return BenchmarkOutcome(name=new.name, median_ms=new.median_ms, timer=new.timer, device_time=new.device_time,
                             comparison=comparison, findings=tuple(findings), noise_reasons=new.noise_reasons,
-                            drift=drift)
+                            drift=tuple(drift))
 
 
 def _apply_known_bad(findings: list[Finding], known_bad: tuple[str, ...]) -> list[Finding]:
@@ -194,7 +239,8 @@ def _sample(side: BenchmarkRecord | None, other: BenchmarkRecord | None) -> Samp
                   run_medians_ms=side.run_medians_ms)
 
 
-def judge_result(new: BenchmarkRecord, base: ResultFile | None, drift: tuple[str, ...] = ()) -> BenchmarkOutcome:
+def judge_result(new: BenchmarkRecord, base: ResultFile | None,
+                 drift: Drift | tuple[str, ...] = ()) -> BenchmarkOutcome:
     """:func:`judge` against ``base``'s entry of the same name (plugin and files alike)."""
     return judge(new, base.benchmarks.get(new.name) if base else None, compared=base is not None, drift=drift)
 

@@ -12,6 +12,7 @@ the second. Every result file is written whole or not at all.
 from __future__ import annotations
 
 import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -36,6 +37,7 @@ from perfci.runner import (
 )
 
 Log = Callable[..., None]
+SESSION_ERROR = "(pytest session)"  # the name an ERROR takes when the whole pass measured nothing
 
 
 @dataclass(frozen=True)
@@ -44,9 +46,12 @@ class RunOptions:
     baselines: Path | None = Path("baselines")  # None: measure only, no comparison
     results_dir: Path = Path(".perfci/results")
     report_dir: Path | None = Path("reports/latest")
-    confirm: bool = True  # re-measure a timing SLOWER in a second fresh process
+    confirm: bool = True  # re-measure a timing SLOWER or NOISY in a second fresh process
     require_baseline: bool = False
     title: str = "perfci run"
+    against: str | None = None  # a git ref: SLOWER/NOISY (or, with no baseline, every benchmark) A/B'd against it
+    max_pairs: int = 5
+    fail_on_noisy: bool = False
 
 
 @dataclass(frozen=True)
@@ -69,14 +74,20 @@ class PassFailed(PerfCIError):
 
 
 def measure(pytest_args: list[str], out: Path, *, baselines: Path | None = None,
-            extra: list[str] | None = None) -> tuple[ResultFile, int]:
+            extra: list[str] | None = None, cwd: Path | None = None) -> tuple[ResultFile, int]:
     """One fresh-process pass over the suite: its result file and pytest's exit code."""
-    suite = run_suite(pytest_args, out=out, baselines=baselines, extra=extra)
+    suite = run_suite(pytest_args, out=out, baselines=baselines, extra=extra, cwd=cwd)
     settled = pytest_exit_to_perfci(suite.pytest_exit)
     if settled is not None:
         raise PassFailed(suite.pytest_exit, settled)
     if not suite.results_path.exists():
-        raise InfrastructureError(f"pytest wrote no result file ({suite.results_path})")
+        if suite.pytest_exit != PYTEST_FAILED:
+            raise InfrastructureError(f"pytest wrote no result file ({suite.results_path})")
+        # tests ran and failed, and no benchmark was measured: a complete result that says so
+        failed = ResultFile.empty(suite.results_path, None).with_benchmarks(
+            (), errors={SESSION_ERROR: "no benchmark was measured: the tests failed (see pytest's output above)"})
+        write_results(failed)
+        return failed, suite.pytest_exit
     return load_results(suite.results_path), suite.pytest_exit
 
 
@@ -90,10 +101,28 @@ def load_baseline_for(options: RunOptions, fp: Fingerprint) -> tuple[ResultFile 
     return load_or_empty(options.baselines, fp.slug)
 
 
+def check_writable(*directories: Path | None) -> None:
+    """Fail before the suite runs (exit 3, one line) when an output directory cannot be written."""
+    for directory in directories:
+        if directory is None:
+            continue
+        try:
+            Path(directory).mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=directory, prefix=".perfci-write-check-"):
+                pass
+        except OSError as exc:
+            raise InfrastructureError(f"cannot write to {directory}: {exc.strerror or exc}",
+                                      hint="choose a writable --results-dir / --report-dir") from None
+
+
 def run(options: RunOptions, fp: Fingerprint, log: Log = print) -> RunOutcome:
-    """Measure the suite, compare, confirm SLOWERs in a second fresh process, write the report."""
+    """Measure the suite, compare, confirm SLOWER/NOISY in a second fresh process (or A/B them against
+    ``options.against`` on this card), write the report."""
+    check_writable(options.results_dir, options.report_dir)
     baseline, note = load_baseline_for(options, fp)
     log(f"perfci: {note}")
+    if options.against is not None:
+        return _run_against(options, fp, baseline, log)
     confirming = options.baselines is not None and options.confirm
     args = list(options.pytest_args)
     new, pytest_exit = measure(args, results_path(options.results_dir), baselines=options.baselines,
@@ -104,18 +133,66 @@ def run(options: RunOptions, fp: Fingerprint, log: Log = print) -> RunOutcome:
     if names:
         new, verdict, interrupted, why = _confirm(args, new, verdict, names, baseline, options.baselines, log)
         messages += why
-    paths: tuple[Path, ...] = ()
-    if options.report_dir is not None:
-        paths = tuple(write_report([r for r in (baseline, new) if r is not None and r.benchmarks], verdict,
-                                   options.report_dir, f"{options.title} on {fp.name}"))
-    if confirming and in_github_actions():  # the passes left these to the final verdict
-        github_outputs(verdict, fp, Path.cwd())
-    exit_code = verdict.exit_code
+    paths = _finish(options, fp, baseline, new, verdict, github=confirming)
+    exit_code = _exit_code(verdict, options)
     if interrupted:
         messages.append("perfci: the confirmation pass was interrupted; the verdict above stands on the first pass "
                         "for what it did not re-measure")
         exit_code = EXIT_INFRASTRUCTURE
     elif pytest_exit == PYTEST_FAILED and not verdict.regressions:
+        messages.append("perfci: some tests failed or errored for reasons other than a perf regression (see above)")
+        exit_code = EXIT_REGRESSION
+    return RunOutcome(new, verdict, exit_code, paths, baseline, tuple(messages))
+
+
+def _exit_code(verdict: RunVerdict, options: RunOptions) -> int:
+    if options.fail_on_noisy and verdict.noisy:
+        return EXIT_REGRESSION
+    return verdict.exit_code
+
+
+def _finish(options: RunOptions, fp: Fingerprint, baseline: ResultFile | None, new: ResultFile,
+            verdict: RunVerdict, *, github: bool) -> tuple[Path, ...]:
+    """The report, and the GitHub outputs the passes left to the final verdict."""
+    paths: tuple[Path, ...] = ()
+    if options.report_dir is not None:
+        paths = tuple(write_report([r for r in (baseline, new) if r is not None and r.benchmarks], verdict,
+                                   options.report_dir, f"{options.title} on {fp.name}"))
+    if github and in_github_actions():
+        github_outputs(verdict, fp, Path.cwd())
+    return paths
+
+
+def _run_against(options: RunOptions, fp: Fingerprint, baseline: ResultFile | None, log: Log) -> RunOutcome:
+    """``perfci run --against REF``: one pass against the stored baseline, then every benchmark that
+    reads SLOWER or NOISY (every benchmark, when there is no stored baseline) A/B'd on this card
+    against REF's tree; their timing verdicts come from the A/B."""
+    from perfci import ab
+
+    args = list(options.pytest_args)
+    repo = ab.repo_root(Path.cwd())
+    with ab.worktree(options.against or "", repo) as ref:
+        why_not = ab.needs_build(ref.root)
+        new, pytest_exit = measure(args, results_path(options.results_dir), baselines=options.baselines,
+                                   extra=["--perfci-provisional"] if baseline is not None else None)
+        stored = baseline if baseline is not None and baseline.benchmarks else None
+        first = judge_files(new, stored)
+        names = to_confirm(first) if stored is not None else tuple(new.benchmarks)
+        messages: list[str] = []
+        if why_not:
+            messages.append(f"perfci: cannot A/B against {ref.label}: {why_not}; the stored-baseline verdicts stand")
+            verdict = first
+        elif not names:
+            verdict = first
+        else:
+            log(f"perfci: A/B on this card against {ref.label}: {len(names)} benchmark(s)", flush=True)
+            result = ab.measure_trees(ref, ab.Tree("working tree", Path.cwd()), args, names, options.results_dir,
+                                      thresholds={n: r.threshold or 0.0 for n, r in new.benchmarks.items()
+                                                  if r.threshold}, max_pairs=options.max_pairs, log=log)
+            verdict = ab.apply(first, new, result, stored)
+    paths = _finish(options, fp, baseline, new, verdict, github=True)
+    exit_code = _exit_code(verdict, options)
+    if pytest_exit == PYTEST_FAILED and not verdict.regressions:
         messages.append("perfci: some tests failed or errored for reasons other than a perf regression (see above)")
         exit_code = EXIT_REGRESSION
     return RunOutcome(new, verdict, exit_code, paths, baseline, tuple(messages))

@@ -288,6 +288,8 @@ def to_entry(record: BenchmarkRecord) -> dict[str, Any]:
 def to_document(result: ResultFile) -> dict[str, Any]:
     """The JSON document of ``result`` (what :func:`load_results` reads back as the same records)."""
     doc: dict[str, Any] = dict(result.document)
+    if result.fingerprint:
+        doc["machine_info"] = {**dict(doc.get("machine_info") or {}), "perfci": dict(result.fingerprint)}
     doc["benchmarks"] = [to_entry(r) for r in result.benchmarks.values()]
     if result.header:
         doc[HEADER_KEY] = {**result.header, "schema_version": SCHEMA_VERSION}

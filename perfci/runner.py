@@ -35,7 +35,7 @@ def sibling_results_path(path: Path, tag: str) -> Path:
     return Path(path).with_name(f"{stamp}_{tag}.json")
 
 
-def has_path_argument(pytest_args: list[str]) -> bool:
+def has_path_argument(pytest_args: list[str], cwd: Path | None = None) -> bool:
     """True when the user named test files/dirs (so the default suite is not added)."""
     takes_value = {"-k", "-m", "-p", "-c", "-o", "--rootdir", "--confcutdir", "--deselect", "--ignore"}
     skip = False
@@ -46,19 +46,37 @@ def has_path_argument(pytest_args: list[str]) -> bool:
         if arg in takes_value:
             skip = True
             continue
-        if not arg.startswith("-") and (Path(arg.split("::")[0]).exists()):
+        if not arg.startswith("-") and (Path(cwd or ".") / arg.split("::")[0]).exists():
             return True
     return False
 
 
-def with_default_suite(pytest_args: list[str], *, require_dir: bool = True) -> list[str]:
-    """The pytest arguments, with the default suite first when they name no test path."""
+_ROOT_MARKERS = ("pyproject.toml", "pytest.ini", "setup.cfg", "tox.ini", ".git")
+
+
+def project_root(start: Path | None = None) -> Path:
+    """The nearest directory from ``start`` (default: the cwd) up that holds a project marker
+    (pyproject.toml, pytest.ini, setup.cfg, tox.ini, .git); ``start`` itself when none does.
+    Default locations (baselines/, .perfci/results/, reports/, tests/perf/) are taken from there."""
+    here = Path(start or Path.cwd()).absolute()
+    for directory in (here, *here.parents):
+        if any((directory / marker).exists() for marker in _ROOT_MARKERS):
+            return directory
+    return here
+
+
+def with_default_suite(pytest_args: list[str], *, require_dir: bool = True, cwd: Path | None = None) -> list[str]:
+    """The pytest arguments, with the default suite (the project root's tests/perf) first when they
+    name no test path."""
     args = list(pytest_args)
-    if not has_path_argument(args):
-        if require_dir and not Path(DEFAULT_SUITE).is_dir():
-            raise UsageError(f"no test path given and the default suite {DEFAULT_SUITE}/ does not exist here",
-                             hint="run from the project root or name the tests: perfci run path/to/tests")
-        args.insert(0, DEFAULT_SUITE)
+    if not has_path_argument(args, cwd):
+        here = Path(cwd or Path.cwd()).absolute()
+        suite = project_root(here) / DEFAULT_SUITE
+        if require_dir and not suite.is_dir():
+            raise UsageError(f"no test path given and the default suite {DEFAULT_SUITE}/ does not exist under "
+                             f"the project root {project_root(here)}",
+                             hint="name the tests: perfci run path/to/tests")
+        args.insert(0, os.path.relpath(suite, here))
     return args
 
 
@@ -85,27 +103,45 @@ def confirmation_args(pytest_args: list[str]) -> list[str]:
 
 
 def pytest_command(pytest_args: list[str], *, extra: list[str] | tuple[str, ...] = (),
-                   require_suite: bool = True) -> list[str]:
+                   require_suite: bool = True, cwd: Path | None = None) -> list[str]:
     """The one pytest child command line: this interpreter, the user's arguments (the default suite
     first when they name no test path), then perfci's own options."""
-    return [sys.executable, "-m", "pytest", *with_default_suite(pytest_args, require_dir=require_suite), *extra]
+    return [sys.executable, "-m", "pytest", *with_default_suite(pytest_args, require_dir=require_suite, cwd=cwd),
+            *extra]
 
 
-def run_suite(pytest_args: list[str], *, out: Path, baselines: Path | None, extra: list[str] | None = None) -> SuiteRun:
-    """Run pytest on the suite in a child process (fresh CUDA context, clean state)."""
+def run_suite(pytest_args: list[str], *, out: Path, baselines: Path | None, extra: list[str] | None = None,
+              cwd: Path | None = None) -> SuiteRun:
+    """Run pytest on the suite in a child process (fresh CUDA context, clean state).
+
+    The result file is written to a ``.part`` file and renamed to ``out`` only when pytest-benchmark
+    wrote something: a failed or interrupted pass leaves no empty or torn ``out``. With ``cwd`` (another
+    tree: ``perfci.ab``), pytest runs there and imports that tree's packages and tests, while perfci
+    itself stays the installed one (``PYTHONSAFEPATH``: the tree is put on ``sys.path`` by pytest's own
+    rootdir handling, after perfci's plugin was loaded).
+    """
+    out = Path(out).absolute()
     out.parent.mkdir(parents=True, exist_ok=True)
-    options = [f"--benchmark-json={out}", "--benchmark-save-data"]
-    if baselines is not None:
-        options.append(f"--perfci-baselines={baselines}")
-    command = pytest_command(pytest_args, extra=[*options, *(extra or [])])
+    partial = out.with_name(out.name + ".part")
+    options = [f"--benchmark-json={partial}", "--benchmark-save-data"]
+    if baselines is not None and Path(baselines).is_dir():  # none yet: every benchmark is NEW (said by perfci run)
+        options.append(f"--perfci-baselines={Path(baselines).absolute()}")
+    command = pytest_command(pytest_args, extra=[*options, *(extra or [])], cwd=cwd)
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
+    if cwd is not None:
+        env["PYTHONSAFEPATH"] = "1"
     try:
-        completed = subprocess.run(command, env=env, check=False)
+        completed = subprocess.run(command, env=env, check=False, cwd=cwd)
     except OSError as exc:
         raise InfrastructureError(f"could not start pytest: {exc}") from None
     except KeyboardInterrupt:
         raise InfrastructureError("interrupted") from None
+    finally:
+        if partial.exists() and partial.stat().st_size > 0:
+            os.replace(partial, out)
+        else:
+            partial.unlink(missing_ok=True)
     return SuiteRun(results_path=out, pytest_exit=completed.returncode)
 
 

@@ -29,6 +29,26 @@ def z_value(confidence: float) -> float:
     return normal_quantile(0.5 + confidence / 2.0)
 
 
+def t_quantile(confidence: float, dof: int) -> float:
+    """Two-sided Student-t quantile (e.g. 4.30 at 0.95 with 2 degrees of freedom), no scipy.
+
+    Exact closed forms for 1 and 2 degrees of freedom; beyond, the Cornish-Fisher expansion around
+    the normal quantile (within 1 % of the exact value from 3 degrees of freedom on).
+    """
+    if dof < 1:
+        raise ValueError(f"dof must be at least 1, got {dof}")
+    p = 0.5 + confidence / 2.0
+    if dof == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if dof == 2:
+        a = 4.0 * p * (1.0 - p)
+        return 2.0 * (p - 0.5) * math.sqrt(2.0 / a)
+    z = normal_quantile(p)
+    v = float(dof)
+    return (z + (z**3 + z) / (4 * v) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
+            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3))
+
+
 def median(values: Sequence[float]) -> float:
     if not values:
         raise ValueError("median of no values")

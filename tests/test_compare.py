@@ -137,28 +137,47 @@ def test_speedups_are_faster_and_never_fail():
     assert big.verdict is Verdict.FASTER and not big.failed and big.change_pct == pytest.approx(-50.0)
 
 
-def test_only_slower_fails():
+def test_only_slower_and_invalid_fail():
     for verdict in Verdict:
         c = Comparison("k", verdict, 1.0, 1.0, 1.0, 1.0, 1.0, 0.03, ())
-        assert c.failed is (verdict is Verdict.SLOWER)
+        assert c.failed is (verdict in (Verdict.SLOWER, Verdict.INVALID))
 
 
-def test_noisy_when_a_side_is_flagged_even_with_a_big_change():
+def test_noise_widens_the_interval_but_never_hides_a_large_change():
     rng = np.random.default_rng(10)
     base = side(process(rng, 1.0, 0.0, 200))
-    new = side(process(rng, 1.5, 0.0, 200), noisy=True, noise_reasons=("SM clock dropped 1980 -> 1410 MHz",))
-    c = compare_samples("k", base, new)
-    assert c.verdict is Verdict.NOISY and not c.failed
-    assert any("1410 MHz" in r for r in c.reasons)
-    assert c.ratio == pytest.approx(1.5, rel=0.02)  # still says what it would have read
+    reasons = ("SM clock dropped 1980 -> 1410 MHz",)
+    big = compare_samples("k", base, side(process(rng, 1.25, 0.0, 200), noisy=True, noise_reasons=reasons))
+    assert big.verdict is Verdict.SLOWER and big.failed  # +25 % clears even the noise-widened interval
+    assert any("1410 MHz" in r for r in big.reasons) and big.ratio_low > 1.03
+    small = compare_samples("k", base, side(process(rng, 1.04, 0.0, 200), noisy=True, noise_reasons=reasons))
+    assert small.verdict is Verdict.NOISY and not small.failed
+    assert small.ratio == pytest.approx(1.04, rel=0.02)  # still says what it read
+    assert small.ratio_low < 1.0 < small.ratio_high  # the widened interval, not the plain one
+    faster = compare_samples("k", base, side(process(rng, 0.7, 0.0, 200), noisy=True, noise_reasons=reasons))
+    assert faster.verdict is Verdict.FASTER and not faster.failed
 
 
-def test_noisy_for_too_few_samples_and_bad_values():
+def test_a_card_offset_is_same_on_another_card_but_a_large_regression_still_fails():
+    rng = np.random.default_rng(12)
+    base = side(process(rng, 1.0, 0.0, 400), run_medians_ms=(1.0, 1.002, 0.998, 1.001, 0.999))
+    other_card = CompareSettings(cross_card_sigma=math.log(1.0428) / 1.96)  # H100: largest offset seen, +4.28 %
+    offset = side(process(rng, 1.035, 0.0, 400))
+    assert compare_samples("k", base, offset).verdict is Verdict.SLOWER  # one card: a real change
+    c = compare_samples("k", base, offset, other_card)
+    assert c.verdict is Verdict.SAME and any("another card" in r for r in c.reasons)
+    assert compare_samples("k", base, side(process(rng, 1.25, 0.0, 400)), other_card).verdict is Verdict.SLOWER
+
+
+def test_too_few_samples_are_noisy_and_bad_values_invalid():
     rng = np.random.default_rng(11)
     good = side(process(rng, 1.0, 0.0, 100))
-    for bad in ([1.0, 1.1, 0.9], [1.0] * 10 + [float("nan")], [1.0] * 10 + [0.0]):
+    for bad, verdict in (([1.0, 1.1, 0.9], Verdict.NOISY), ([1.0] * 10 + [float("nan")], Verdict.INVALID),
+                         ([1.0] * 10 + [float("inf")], Verdict.INVALID), ([1.0] * 10 + [0.0], Verdict.INVALID),
+                         ([1.0] * 10 + [-1.0], Verdict.INVALID)):
         for c in (compare_samples("k", good, side(bad)), compare_samples("k", side(bad), good)):
-            assert c.verdict is Verdict.NOISY and c.reasons and c.ratio is None
+            assert c.verdict is verdict and c.reasons and c.ratio is None
+            assert c.failed is (verdict is Verdict.INVALID)
 
 
 def test_noisy_for_huge_within_run_spread():

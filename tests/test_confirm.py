@@ -204,7 +204,7 @@ def _drive(tmp_path, monkeypatch, second: str):
     first_doc = result_doc({"t::steady": 1.0, "t::slowed": 1.05, "t::blip": 2.0}, seed=2)
     first_doc["machine_info"]["perfci"] = machine
 
-    def fake_run_suite(args, *, out, baselines, extra=None):
+    def fake_run_suite(args, *, out, baselines, extra=None, cwd=None):
         calls.append(list(extra or []))
         out.parent.mkdir(parents=True, exist_ok=True)
         if "--perfci-provisional" in (extra or []):

@@ -1,0 +1,169 @@
+"""A gate you can trust on any runner (issue 11): same-card A/B, card identity, broken benchmarks,
+complete files only, checked output locations, partial baseline updates that merge, one update at a time."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from perfci.ab import paired_verdict
+from perfci.baseline import locked, make_baseline, merge_baseline
+from perfci.errors import InfrastructureError
+from perfci.gate import environment_drift, judge_files
+from perfci.record import ResultFile, load_results, parse_results, write_results
+from perfci.verdicts import Verdict
+from tests.test_cli import FAST, SUITE, perfci
+from tests.test_confirm import result_doc
+
+
+def _records(levels: list[float], seed: int) -> list:
+    """One record per run of one benchmark, at the given levels."""
+    return [parse_results(result_doc({"t::a": level}, seed=seed + i), Path(f"r{i}.json")).benchmarks["t::a"]
+            for i, level in enumerate(levels)]
+
+
+def test_paired_verdict_resolves_a_consistent_change_and_stays_noisy_on_disagreeing_pairs():
+    ref = _records([1.0, 1.0, 1.0], seed=1)
+    slower = paired_verdict("t::a", ref, _records([1.05, 1.05, 1.05], seed=10))
+    assert slower.comparison.verdict is Verdict.SLOWER and slower.pairs == 3
+    assert slower.comparison.ratio == pytest.approx(1.05, rel=0.01)
+    assert "3 interleaved pair(s)" in slower.evidence()
+    same = paired_verdict("t::a", ref, _records([1.001, 0.999, 1.0], seed=20))
+    assert same.comparison.verdict is Verdict.SAME
+    wild = paired_verdict("t::a", ref[:2], _records([1.10, 0.93], seed=30))
+    assert wild.comparison.verdict is Verdict.NOISY  # two pairs that disagree cannot resolve 3 %
+
+
+def test_a_card_change_is_drift_with_the_models_cross_card_term_unless_the_baseline_had_several_cards():
+    base = {"slug": "NVIDIA_H100_80GB_HBM3", "card": "GPU-aaa", "driver": "580"}
+    same = environment_drift(base, {**base})
+    assert same.cross_card_sigma == 0.0 and not same.lines
+    other = environment_drift(base, {**base, "card": "GPU-bbb"})
+    assert other.cross_card_sigma == pytest.approx(math.log1p(0.0428) / 1.96)
+    assert any("another card" in line for line in other.lines)
+    old = environment_drift({k: v for k, v in base.items() if k != "card"}, {**base, "card": "GPU-bbb"})
+    assert old.cross_card_sigma > 0 and any("not recorded" in line for line in old.lines)
+    several = environment_drift({**base, "cards": ["GPU-aaa", "GPU-ccc"]}, {**base, "card": "GPU-bbb"})
+    assert several.cross_card_sigma == 0.0  # its run medians carry the card offsets
+
+
+def test_errors_and_invalid_times_fail_the_run(tmp_path):
+    doc = result_doc({"t::ok": 1.0, "t::nan": 1.0}, seed=3)
+    nan_entry = next(b for b in doc["benchmarks"] if b["fullname"] == "t::nan")
+    nan_entry["extra_info"]["perfci"]["compared_samples_ms"][5] = float("nan")
+    doc["perfci_errors"] = {"t::crashed": "RuntimeError: CUDA error: an illegal memory access was encountered"}
+    base = parse_results(result_doc({"t::ok": 1.0, "t::nan": 1.0, "t::crashed": 1.0}, seed=4), tmp_path / "b.json")
+    verdict = judge_files(parse_results(doc, tmp_path / "r.json"), base)
+    by_name = {o.name: o for o in verdict.outcomes}
+    assert by_name["t::crashed"].verdict is Verdict.ERROR and by_name["t::crashed"].failed
+    assert "illegal memory access" in by_name["t::crashed"].evidence()
+    assert by_name["t::nan"].verdict is Verdict.INVALID and by_name["t::nan"].failed
+    assert by_name["t::ok"].verdict is Verdict.SAME
+    assert verdict.missing == () and verdict.exit_code == 1  # a crashed benchmark is ERROR, not MISSING
+    assert verdict.counts() == {"ERROR": 1, "INVALID": 1, "SAME": 1}
+    # an invalid baseline entry is INVALID too
+    bad_base = result_doc({"t::ok": 1.0}, seed=5)
+    bad_base["benchmarks"][0]["extra_info"]["perfci"]["compared_samples_ms"][0] = -1.0
+    again = judge_files(parse_results(result_doc({"t::ok": 1.0}, seed=6), tmp_path / "n.json"),
+                        parse_results(bad_base, tmp_path / "bad.json"))
+    assert again.outcomes[0].verdict is Verdict.INVALID and again.exit_code == 1
+
+
+def test_a_partial_baseline_update_merges_and_a_full_one_drops_removed_tests(tmp_path):
+    full = parse_results(result_doc({"a::x": 1.0, "a::y": 2.0, "b::z": 3.0}, seed=1), tmp_path / "full.json")
+    existing = make_baseline([full], gpu="gpu-x")
+    partial_doc = result_doc({"a::x": 1.5}, seed=2)
+    partial_doc["perfci_scope"], partial_doc["perfci_deselected"] = ["a"], ["a::y"]  # `-k x` over a/
+    partial = parse_results(partial_doc, tmp_path / "part.json")
+    merged, report = merge_baseline(existing, make_baseline([partial], gpu="gpu-x"), partial)
+    assert report.replaced == ("a::x",) and set(report.kept) == {"a::y", "b::z"} and not report.dropped
+    assert merged.benchmarks["a::x"].median_ms == pytest.approx(1.5, rel=0.01)
+    assert merged.benchmarks["b::z"].median_ms == pytest.approx(3.0, rel=0.01)
+    everything = parse_results(result_doc({"a::x": 1.0, "a::y": 2.0}, seed=3), tmp_path / "all.json")  # b::z removed
+    _, report = merge_baseline(existing, make_baseline([everything], gpu="gpu-x"), everything)
+    assert report.dropped == ("b::z",) and "1 dropped" in report.describe()
+
+
+def test_one_baseline_update_at_a_time(tmp_path):
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with locked(tmp_path, log=lambda *a, **k: None):
+            holding.set()
+            release.wait(5)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    holding.wait(5)
+    said: list[str] = []
+    with (pytest.raises(InfrastructureError, match="another baseline update holds"),
+          locked(tmp_path, wait_s=0.3, log=lambda text, **k: said.append(text))):
+        pass
+    assert said and "waiting" in said[0]
+    release.set()
+    thread.join()
+    with locked(tmp_path, wait_s=0.3):  # free again
+        pass
+
+
+def _project(tmp_path: Path, suite: str = SUITE) -> Path:
+    (tmp_path / "tests" / "perf").mkdir(parents=True)
+    (tmp_path / "tests" / "perf" / "test_suite.py").write_text(suite)
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    return tmp_path
+
+
+def test_unwritable_output_is_exit_3_before_the_suite_runs(tmp_path):
+    root = _project(tmp_path)
+    (root / "blocker").write_text("a file, not a directory")
+    res = perfci("run", "--results-dir", "blocker/results", *FAST, cwd=root)
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert "cannot write to blocker/results" in res.stderr and "Traceback" not in res.stderr
+    assert "passed" not in res.stdout  # the suite never ran
+
+
+def test_a_suite_that_only_crashes_fails_with_a_complete_result_and_a_report(tmp_path):
+    root = _project(tmp_path, "def test_boom(perf):\n    raise RuntimeError('kernel exploded')\n")
+    res = perfci("run", *FAST, cwd=root / "tests")  # from a subdirectory: defaults live under the project root
+    assert res.returncode == 1, res.stdout + res.stderr
+    runs = list((root / ".perfci" / "results").glob("*_run.json"))
+    assert len(runs) == 1 and runs[0].stat().st_size > 0
+    assert not list((root / ".perfci" / "results").glob("*.part"))
+    verdict = json.loads((root / "reports" / "latest" / "verdict.json").read_text())
+    assert verdict["exit_code"] == 1 and any(b["verdict"] == "ERROR" for b in verdict["benchmarks"])
+
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+
+
+def test_ab_against_a_git_ref_flags_the_structural_change_and_reports_the_pairs(tmp_path):
+    clean = SUITE.replace("perf(lambda: x.t().contiguous() + 1)", "perf(lambda: x + 1)")
+    root = _project(tmp_path, clean)
+    _git(root, "init", "-q")
+    _git(root, "-c", "user.email=t@t", "-c", "user.name=t", "add", ".")
+    _git(root, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "clean")
+    (root / "tests" / "perf" / "test_suite.py").write_text(SUITE)  # the working tree adds a transpose copy
+    res = perfci("ab", "HEAD", "--max-pairs", "2", *FAST, cwd=root)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "same-card A/B, 2 interleaved pair(s)" in res.stdout
+    assert "STRUCTURE" in res.stdout and "copy" in res.stdout
+    # perfci run --against with no stored baseline: REF is the baseline, every benchmark A/B'd
+    run = perfci("run", "--against", "HEAD", "--max-pairs", "2", *FAST, cwd=root)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "A/B on this card against HEAD" in run.stdout and "new:transpose" in run.stdout
+    bad = perfci("run", "--against", "no-such-ref", *FAST, cwd=root)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    kept = load_results(next((root / ".perfci" / "results").glob("*_run.json")))
+    assert isinstance(kept, ResultFile) and kept.benchmarks
+
+
+def test_results_are_written_whole(tmp_path):
+    result = ResultFile.empty(tmp_path / "r.json", "gpu-x").with_benchmarks((), errors={"t::a": "boom"})
+    write_results(result)
+    assert load_results(tmp_path / "r.json").errors == {"t::a": "boom"}
