@@ -152,8 +152,10 @@ def finals(args, log, copy_tbps: float = 0.0) -> list[str]:
                 nbytes=2.0 * (2 * b * hk * seq * d + 2 * b * hq * d), graph=True)
     for m, n, k in cases.FINAL_MM if "mm" in args.final else []:
         a, bb = _randn((m, k), torch.bfloat16, 1), _randn((k, n), torch.bfloat16, 2)
-        compare(f"mm {m}x{n}x{k}", {"ours": partial(matmul.matmul, a, bb), "cublas": partial(torch.matmul, a, bb)},
-                2.0 * m * n * k, graph=True, tuner=matmul._matmul_tuned)
+        split = matmul.use_splitk(m, n, k, matmul.num_sms(a.device))  # split-K bypasses the autotuner
+        compare(f"mm {m}x{n}x{k}{' split-K' if split else ''}",
+                {"ours": partial(matmul.matmul, a, bb), "cublas": partial(torch.matmul, a, bb)},
+                2.0 * m * n * k, graph=True, tuner=None if split else matmul._matmul_tuned)
     for d, seq, b in cases.FINAL_BWD if "bwd" in args.final else []:
         for causal in (False, True):
             q, k, v, do = (_randn((b, 16, seq, d), torch.bfloat16, i) for i in range(4))
