@@ -49,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "interleaved fresh processes on this GPU, and their timing verdict comes from those pairs")
     run.add_argument("--max-pairs", type=int, default=5, metavar="N",
                      help="A/B pairs at most per benchmark (default 5)")
+    run.add_argument("--shard", metavar="I/N", default=None,
+                     help="measure shard I of N only (a stable split of the suite's benchmarks, balanced by the "
+                     "baseline's measuring times); combine the shards with `perfci merge`")
     run.add_argument("--fail-on-noisy", action="store_true",
                      help="exit 1 when a device-time benchmark stays NOISY after confirmation")
 
@@ -100,6 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("old", type=Path)
     cmp_.add_argument("new", type=Path)
     cmp_.add_argument("--report-dir", type=Path, default=None, help="also write the report here")
+
+    mrg = sub.add_parser("merge", help="combine shard result files into one run", epilog=EPILOG,
+                         description="Combine the result files of `perfci run --shard` into one run (one GPU model; "
+                         "a benchmark measured twice is refused), judged like one run by `perfci compare` and "
+                         "`perfci report`.")
+    mrg.add_argument("results", type=Path, nargs="+", metavar="RESULTS")
+    mrg.add_argument("-o", "--out", type=Path, required=True, help="the merged result file")
 
     rep = sub.add_parser("report", help="plotly HTML report + Markdown summary of result files", epilog=EPILOG)
     rep.add_argument("results", type=Path, nargs="+")

@@ -29,6 +29,7 @@ from perfci.profilers import PROFILERS
 from perfci.record import ResultFile, load_results, write_results
 from perfci.report import headline, terminal_table, write_report
 from perfci.runner import PYTEST_OK, project_root
+from perfci.shard import load_shards, merge_results, parse_shard
 
 
 def _resolve_defaults(args: argparse.Namespace) -> None:
@@ -59,6 +60,8 @@ def dispatch(args: argparse.Namespace, rest: list[str]) -> int:
             args, rest)
     if verb == "compare":
         return cmd_compare(args)
+    if verb == "merge":
+        return cmd_merge(args)
     if verb == "report":
         return cmd_report(args)
     if verb == "env":
@@ -81,7 +84,8 @@ def cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
     options = RunOptions(pytest_args=tuple(rest), baselines=None if args.no_compare else args.baselines,
                          results_dir=args.results_dir, report_dir=args.report_dir, confirm=not args.no_confirm,
                          require_baseline=args.require_baseline, against=args.against, max_pairs=args.max_pairs,
-                         fail_on_noisy=args.fail_on_noisy)
+                         fail_on_noisy=args.fail_on_noisy,
+                         shard=parse_shard(args.shard) if args.shard else None)
     outcome = run(options, fp)
     _print_verdict(outcome.verdict, fp)
     print(f"perfci: results {outcome.result.path}; report {', '.join(str(p) for p in outcome.report_paths)}")
@@ -210,6 +214,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.report_dir:
         write_report([old, new], verdict, args.report_dir, f"perfci compare {old.path.name} -> {new.path.name}")
     return verdict.exit_code
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    merged = merge_results(load_shards(args.results), args.out)
+    write_results(merged)
+    print(f"perfci: merged {len(args.results)} result file(s) into {args.out}: {len(merged.benchmarks)} benchmark(s)"
+          + (f", {len(merged.errors)} error(s)" if merged.errors else ""))
+    return EXIT_OK
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -50,6 +50,7 @@ class RunOptions:
     require_baseline: bool = False
     title: str = "perfci run"
     against: str | None = None  # a git ref: SLOWER/NOISY (or, with no baseline, every benchmark) A/B'd against it
+    shard: tuple[int, int] | None = None  # (i, n): measure shard i of n only (perfci.shard)
     max_pairs: int = 5
     fail_on_noisy: bool = False
 
@@ -121,6 +122,12 @@ def run(options: RunOptions, fp: Fingerprint, log: Log = print) -> RunOutcome:
     check_writable(options.results_dir, options.report_dir)
     baseline, note = load_baseline_for(options, fp)
     log(f"perfci: {note}")
+    if options.shard is not None:
+        options, empty = _shard_args(options, baseline, log)
+        if empty is not None:
+            verdict = judge_files(empty, baseline)
+            return RunOutcome(empty, verdict, verdict.exit_code, _finish(options, fp, baseline, empty, verdict,
+                                                                          github=False), baseline)
     if options.against is not None:
         return _run_against(options, fp, baseline, log)
     confirming = options.baselines is not None and options.confirm
@@ -143,6 +150,25 @@ def run(options: RunOptions, fp: Fingerprint, log: Log = print) -> RunOutcome:
         messages.append("perfci: some tests failed or errored for reasons other than a perf regression (see above)")
         exit_code = EXIT_REGRESSION
     return RunOutcome(new, verdict, exit_code, paths, baseline, tuple(messages))
+
+
+def _shard_args(options: RunOptions, baseline: ResultFile | None,
+                log: Log) -> tuple[RunOptions, ResultFile | None]:
+    """The options that measure only this shard's benchmarks; for an empty shard, its (empty) result."""
+    from perfci.shard import collect, split
+
+    assert options.shard is not None
+    index, count = options.shard
+    names = collect(list(options.pytest_args))
+    mine = split(names, count, baseline)[index - 1]
+    log(f"perfci: shard {index}/{count}: {len(mine)} of {len(names)} benchmark(s)", flush=True)
+    if not mine:  # a valid, empty result: everything was deselected on purpose
+        empty = ResultFile.empty(results_path(options.results_dir), None).with_benchmarks(
+            (), deselected=frozenset(names), header={})
+        write_results(empty)
+        return options, empty
+    args = (*options.pytest_args, *(f"--perfci-select={n}" for n in mine))
+    return replace(options, pytest_args=args), None
 
 
 def _exit_code(verdict: RunVerdict, options: RunOptions) -> int:

@@ -167,3 +167,45 @@ def test_results_are_written_whole(tmp_path):
     result = ResultFile.empty(tmp_path / "r.json", "gpu-x").with_benchmarks((), errors={"t::a": "boom"})
     write_results(result)
     assert load_results(tmp_path / "r.json").errors == {"t::a": "boom"}
+
+
+def test_split_is_stable_and_balanced_by_the_baselines_measuring_times(tmp_path):
+    from perfci.shard import parse_shard, split
+
+    names = [f"t::b{i}" for i in range(7)]
+    doc = result_doc({n: 1.0 for n in names}, seed=1)
+    for entry in doc["benchmarks"]:  # b0 took 6 s to measure, the rest 1 s
+        entry["extra_info"]["perfci"]["sampling_s"] = 5.5 if entry["fullname"] == "t::b0" else 0.5
+        entry["extra_info"]["perfci"]["warmup_s"] = 0.5
+    base = parse_results(doc, tmp_path / "b.json")
+    shards = split(list(reversed(names)), 2, base)
+    assert shards == split(names, 2, base)  # order of collection does not matter
+    assert shards[0] == ["t::b0"] and len(shards[1]) == 6  # 6 s against 6 x 1 s
+    assert sorted(n for s in split(names, 3) for n in s) == sorted(names)
+    assert parse_shard("2/3") == (2, 3)
+    with pytest.raises(Exception, match="i/n"):
+        parse_shard("4/3")
+
+
+def test_two_shards_merge_into_the_run_one_pass_gives(tmp_path):
+    root = _project(tmp_path)
+    outs = []
+    for shard in ("1/2", "2/2", "3/3"):
+        res = perfci("run", "--no-compare", "--shard", shard, "--results-dir", f"res{shard[0]}{shard[2]}", *FAST,
+                     cwd=root)
+        assert res.returncode == 0, res.stdout + res.stderr
+        outs.append(next((root / f"res{shard[0]}{shard[2]}").glob("*_run.json")))
+    one, two, empty = (load_results(p) for p in outs)
+    assert len(one.benchmarks) == len(two.benchmarks) == 1 and not empty.benchmarks  # 3/3 of two: empty, valid
+    merged = perfci("merge", str(outs[0]), str(outs[1]), str(outs[2]), "-o", "merged.json", cwd=root)
+    assert merged.returncode == 0, merged.stderr
+    run = load_results(root / "merged.json")
+    assert set(run.benchmarks) == {"tests/perf/test_suite.py::test_neg", "tests/perf/test_suite.py::test_copy_then_add"}
+    assert judge_files(run, run).missing == () and not run.deselected
+    again = perfci("merge", str(outs[0]), str(outs[0]), "-o", "twice.json", cwd=root)
+    assert again.returncode == 2 and "measured by two shards" in again.stderr
+    foreign = json.loads(outs[1].read_text())
+    foreign["machine_info"]["perfci"]["slug"] = "NVIDIA_H200"
+    (root / "foreign.json").write_text(json.dumps(foreign))
+    mixed = perfci("merge", str(outs[0]), "foreign.json", "-o", "mixed.json", cwd=root)
+    assert mixed.returncode == 2 and "NVIDIA_H200" in mixed.stderr and "refusing" in mixed.stderr

@@ -1,0 +1,95 @@
+"""Sharding: split the suite's benchmarks across runners (or GPUs) and merge the shards' results.
+
+``perfci run --shard i/n`` collects the suite's node ids once (``pytest --collect-only``), splits them
+with :func:`split` and measures shard i only (the others are deselected, so they are never MISSING).
+The split is stable (a function of the ids and the baseline alone) and balanced by each benchmark's
+measuring time recorded in the baseline (warm-up plus sampling), one unit per benchmark without one.
+``perfci merge`` combines the shards' result files into one run for the gate and the report.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from perfci.errors import BadInputError, InfrastructureError, UsageError
+from perfci.fingerprint import require_same_gpu
+from perfci.record import ResultFile, load_results
+from perfci.runner import PYTEST_NO_TESTS, PYTEST_OK, pytest_command
+
+_SHARD = re.compile(r"^(\d+)/(\d+)$")
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """'2/4' -> (2, 4): shard 2 of 4, counted from 1."""
+    match = _SHARD.match(text.strip())
+    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
+        raise UsageError(f"--shard {text!r} is not i/n with 1 <= i <= n", hint="e.g. --shard 1/2")
+    return int(match.group(1)), int(match.group(2))
+
+
+def cost_s(baseline: ResultFile | None, name: str) -> float:
+    """Seconds benchmark ``name`` took to measure in the baseline (warm-up + sampling), else 1."""
+    record = baseline.benchmarks.get(name) if baseline is not None else None
+    if record is None:
+        return 1.0
+    spent = float(record.details.get("warmup_s") or 0.0) + float(record.details.get("sampling_s") or 0.0)
+    return spent if spent > 0 else 1.0
+
+
+def split(names: Sequence[str], shards: int, baseline: ResultFile | None = None) -> list[list[str]]:
+    """Longest-first greedy assignment to the least loaded shard; ties broken by name: stable."""
+    loads = [0.0] * shards
+    out: list[list[str]] = [[] for _ in range(shards)]
+    for name in sorted(set(names), key=lambda n: (-cost_s(baseline, n), n)):
+        target = min(range(shards), key=lambda i: (loads[i], i))
+        out[target].append(name)
+        loads[target] += cost_s(baseline, name)
+    return [sorted(s) for s in out]
+
+
+def collect(pytest_args: list[str]) -> list[str]:
+    """The node ids the suite's pytest arguments select (a child ``pytest --collect-only -q``)."""
+    command = pytest_command(pytest_args, extra=["--collect-only", "-q", "-p", "no:cacheprovider"])
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise InfrastructureError(f"could not start pytest: {exc}") from None
+    if done.returncode not in (PYTEST_OK, PYTEST_NO_TESTS):
+        tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+        raise BadInputError(f"collecting the suite failed (pytest exit {done.returncode}): {' / '.join(tail)}")
+    return [line.strip() for line in done.stdout.splitlines() if "::" in line and not line.startswith(" ")]
+
+
+def merge_results(results: Sequence[ResultFile], path: Path) -> ResultFile:
+    """One run from shard results of one GPU model: benchmarks and errors joined (a benchmark measured by
+    two shards is refused), scopes joined, deselected = what no shard measured or intended."""
+    if not results:
+        raise UsageError("perfci merge needs at least one result file")
+    with_gpu = [r for r in results if r.gpu]
+    for other in with_gpu[1:]:
+        require_same_gpu(with_gpu[0].gpu, other.gpu, first_what=str(with_gpu[0].path), second_what=str(other.path),
+                         hint="merge the shards of one GPU model; each model is judged against its own baselines")
+    seen: dict[str, Path] = {}
+    for result in results:
+        for name in result.benchmarks:
+            if name in seen:
+                raise BadInputError(f"{name} was measured by two shards ({seen[name]} and {result.path})",
+                                    hint="merge the shards of one run only")
+            seen[name] = result.path
+    measured = set(seen)
+    scopes = [r.scope for r in results if r.benchmarks or r.scope]
+    scope = None if any(s is None for s in scopes) else tuple(dict.fromkeys(p for s in scopes for p in s or ()))
+    deselected = frozenset.intersection(*(frozenset(r.deselected) for r in results)) - measured
+    errors = {k: v for r in results for k, v in r.errors.items()}
+    first = with_gpu[0] if with_gpu else results[0]
+    shards = [str(r.path) for r in results]
+    return first.with_benchmarks((b for r in results for b in r.benchmarks.values()), path=Path(path),
+                                 scope=scope, deselected=deselected, errors=errors,
+                                 document={**first.document, "perfci_merged_from": shards})
+
+
+def load_shards(paths: Sequence[Path]) -> list[ResultFile]:
+    return [load_results(Path(p), "shard result file") for p in paths]
