@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--shard", metavar="I/N", default=None,
                      help="measure shard I of N only (a stable split of the suite's benchmarks, balanced by the "
                      "baseline's measuring times); combine the shards with `perfci merge`")
+    run.add_argument("--gpus", metavar="all|I,J,...", default=None,
+                     help="one worker per GPU (pinned with CUDA_VISIBLE_DEVICES), each a shard of the suite, merged; "
+                     "each GPU model is judged against its own baselines")
     run.add_argument("--fail-on-noisy", action="store_true",
                      help="exit 1 when a device-time benchmark stays NOISY after confirmation")
 

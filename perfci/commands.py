@@ -22,14 +22,14 @@ from perfci.baseline import (
 )
 from perfci.errors import EXIT_OK, EXIT_REGRESSION, BadInputError, UsageError
 from perfci.fingerprint import Fingerprint, detect, require_same_gpu
-from perfci.gate import RunVerdict, judge_files
+from perfci.gate import RunVerdict, judge_files, run_verdict
 from perfci.kernelrows import format_rows
 from perfci.pipeline import RunOptions, check_writable, measure_runs, run
 from perfci.profilers import PROFILERS
 from perfci.record import ResultFile, load_results, write_results
 from perfci.report import headline, terminal_table, write_report
-from perfci.runner import PYTEST_OK, project_root
-from perfci.shard import load_shards, merge_results, parse_shard
+from perfci.runner import PYTEST_OK, project_root, results_path
+from perfci.shard import load_shards, merge_results, parse_gpus, parse_shard, run_workers
 
 
 def _resolve_defaults(args: argparse.Namespace) -> None:
@@ -77,6 +77,8 @@ def _mode_line(fp: Fingerprint) -> str:
 
 
 def cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
+    if args.gpus is not None:
+        return _run_on_gpus(args, rest)
     fp = detect()
     print(_mode_line(fp), flush=True)
     if args.max_pairs < 1:
@@ -92,6 +94,37 @@ def cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
     for message in outcome.messages:
         print(message, file=sys.stderr)
     return outcome.exit_code
+
+
+def _run_on_gpus(args: argparse.Namespace, rest: list[str]) -> int:
+    """``perfci run --gpus``: a worker per GPU, then one verdict per GPU model from its merged shards."""
+    if args.shard:
+        raise UsageError("--gpus and --shard do not go together: --gpus shards the suite over the GPUs itself")
+    devices = parse_gpus(args.gpus)
+    flags = [f"--baselines={args.baselines}", f"--max-pairs={args.max_pairs}"]
+    flags += [flag for flag, on in (("--no-compare", args.no_compare), ("--no-confirm", args.no_confirm),
+                                    ("--fail-on-noisy", args.fail_on_noisy),
+                                    ("--require-baseline", args.require_baseline)) if on]
+    flags += [f"--against={args.against}"] if args.against else []
+    results = run_workers(devices, [*flags, "--", *rest], args.results_dir)
+    by_model: dict[str, list[ResultFile]] = {}
+    for result in results:
+        by_model.setdefault(result.gpu or "unknown", []).append(result)
+    exit_code, outcomes, missing = EXIT_OK, [], []
+    for model, shards in by_model.items():
+        merged = write_results(merge_results(shards, results_path(args.results_dir, f"merged-{model}")))
+        run_file = load_results(merged)
+        base = None if args.no_compare else load_for_gpu(args.baselines, model)
+        verdict = judge_files(run_file, base)
+        print(f"perfci: {model}: {len(shards)} worker(s), merged into {merged}")
+        outcomes += verdict.outcomes
+        missing += verdict.missing
+        exit_code = max(exit_code, verdict.exit_code)
+    verdict = run_verdict(outcomes, missing)
+    fp = Fingerprint.recorded(results[0].fingerprint) or detect()
+    write_report(results, verdict, args.report_dir, f"perfci run --gpus {args.gpus}")
+    _print_verdict(verdict, fp)
+    return exit_code
 
 
 def _print_verdict(verdict: RunVerdict, fp: Fingerprint) -> None:

@@ -9,9 +9,11 @@ measuring time recorded in the baseline (warm-up plus sampling), one unit per be
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from perfci.errors import BadInputError, InfrastructureError, UsageError
@@ -93,3 +95,49 @@ def merge_results(results: Sequence[ResultFile], path: Path) -> ResultFile:
 
 def load_shards(paths: Sequence[Path]) -> list[ResultFile]:
     return [load_results(Path(p), "shard result file") for p in paths]
+
+
+def parse_gpus(text: str) -> list[str]:
+    """'all' -> every visible CUDA device index; '0,2' -> ['0', '2']."""
+    if text.strip() == "all":
+        try:
+            import torch
+
+            count = torch.cuda.device_count()
+        except ImportError:
+            count = 0
+        if count == 0:
+            raise UsageError("--gpus all: no CUDA GPU is visible",
+                             hint="run without --gpus, or name devices: --gpus 0,1")
+        return [str(i) for i in range(count)]
+    devices = [d.strip() for d in text.split(",") if d.strip()]
+    if not devices or any(not d.isdigit() for d in devices) or len(set(devices)) != len(devices):
+        raise UsageError(f"--gpus {text!r} is not 'all' or distinct device indices", hint="e.g. --gpus 0,1")
+    return devices
+
+
+def run_workers(devices: Sequence[str], cli_args: Sequence[str], results_dir: Path,
+                log: Callable[..., None] = print) -> list[ResultFile]:
+    """One ``perfci run --shard i/n`` worker per device, pinned with CUDA_VISIBLE_DEVICES, in parallel;
+    each confirms its own SLOWER/NOISY benchmarks on its own card. Returns their final run results."""
+    workers = []
+    for i, device in enumerate(devices):
+        where = Path(results_dir) / f"gpu{device}"
+        where.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "-m", "perfci", "run", "--shard", f"{i + 1}/{len(devices)}",
+                   "--results-dir", str(where), "--report-dir", str(where / "report"), *cli_args]
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": device, "PYTHONUNBUFFERED": "1"}
+        log_path = where / "worker.log"
+        log(f"perfci: GPU {device}: shard {i + 1}/{len(devices)} (log {log_path})", flush=True)
+        with open(log_path, "w", encoding="utf-8") as fh:
+            workers.append((device, where, subprocess.Popen(command, env=env, stdout=fh, stderr=subprocess.STDOUT)))
+    results = []
+    for device, where, proc in workers:
+        code = proc.wait()
+        runs = sorted(where.glob("*_run.json"))
+        log(f"perfci: GPU {device}: worker exit {code}, {len(runs)} result file(s)")
+        if not runs:
+            raise InfrastructureError(f"the worker on GPU {device} wrote no result (exit {code})",
+                                      hint=f"see {where / 'worker.log'}")
+        results.append(load_results(runs[-1], "worker result file"))
+    return results

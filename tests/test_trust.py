@@ -209,3 +209,15 @@ def test_two_shards_merge_into_the_run_one_pass_gives(tmp_path):
     (root / "foreign.json").write_text(json.dumps(foreign))
     mixed = perfci("merge", str(outs[0]), "foreign.json", "-o", "mixed.json", cwd=root)
     assert mixed.returncode == 2 and "NVIDIA_H200" in mixed.stderr and "refusing" in mixed.stderr
+
+
+def test_gpus_runs_a_pinned_worker_per_device_and_merges_them(tmp_path):
+    root = _project(tmp_path)
+    res = perfci("run", "--gpus", "0,1", "--no-compare", *FAST, cwd=root)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "GPU 0: shard 1/2" in res.stdout and "GPU 1: shard 2/2" in res.stdout
+    merged = load_results(next((root / ".perfci" / "results").glob("*_merged-*.json")))
+    assert len(merged.benchmarks) == 2 and not merged.errors
+    assert (root / "reports" / "latest" / "verdict.json").exists()
+    bad = perfci("run", "--gpus", "0,0", cwd=root)
+    assert bad.returncode == 2 and "distinct device indices" in bad.stderr
