@@ -1,46 +1,51 @@
-"""Where perfci meets pytest-benchmark's internals: the GPU-keyed storage id and the refusal of a
-compare across GPU models. Kept in one place so a pytest-benchmark upgrade touches one file.
+"""Where perfci meets pytest-benchmark's internals, kept in one place so an upgrade touches one file.
+
+perfci leaves pytest-benchmark's storage alone (its machine id, folders and JSON are what they are
+without perfci); it reads the run pytest-benchmark loaded for ``--benchmark-compare`` to judge the
+``perf`` benchmarks against it, and mends one log line of a ``perf`` session.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from perfci.fingerprint import require_same_gpu
-
-_original_machine_id: Callable[[], str] | None = None
+from perfci.record import ResultFile, load_results, parse_results
 
 
-def key_storage_by_gpu(slug: str) -> None:
-    """Make pytest-benchmark's machine id end with the GPU slug: ``Linux-CPython-3.12-64bit-<slug>``.
-
-    pytest-benchmark builds its session (and loads ``--benchmark-compare`` files) in its own
-    ``pytest_configure``, which runs after perfci's; the id comes from
-    ``pytest_benchmark.session.get_machine_id``, so that is the function wrapped here. Runs saved
-    under ``.benchmarks/<id>/`` and compares found by default are then always of this GPU model.
-    """
-    global _original_machine_id
-    import pytest_benchmark.session as pb_session
-
-    if _original_machine_id is None:
-        _original_machine_id = pb_session.get_machine_id
-    original = _original_machine_id
-    pb_session.get_machine_id = lambda: f"{original()}-{slug}"
+def benchmark_session(config: Any) -> Any | None:
+    """pytest-benchmark's session object (None when the plugin is not active)."""
+    return getattr(config, "_benchmarksession", None)
 
 
-def unkey_storage() -> None:
-    global _original_machine_id
-    if _original_machine_id is not None:
-        import pytest_benchmark.session as pb_session
+def compared_run(config: Any) -> ResultFile | None:
+    """The run pytest-benchmark loaded for ``--benchmark-compare`` (the newest, when a pattern matched
+    several), as perfci records; None when nothing is compared."""
+    bs = benchmark_session(config)
+    mapping = getattr(bs, "compared_mapping", None) or {}
+    if not mapping:
+        return None
+    path, entries = list(mapping.items())[-1]
+    file = Path(str(path))
+    if file.is_file():
+        return load_results(file, "compared run (--benchmark-compare)")
+    # another storage backend (elasticsearch): only the entries are known
+    return parse_results({"benchmarks": list(entries.values())}, file, "compared run (--benchmark-compare)")
 
-        pb_session.get_machine_id = _original_machine_id
-        _original_machine_id = None
 
+def mend_json_log(config: Any) -> None:
+    """pytest-benchmark logs ``Wrote benchmark data in: <_io.BufferedWriter name='out.json'>``: log the name."""
+    bs = benchmark_session(config)
+    logger = getattr(bs, "logger", None)
+    if logger is None or getattr(logger, "_perfci_mended", False):
+        return
+    original = logger.info
 
-def refuse_foreign_gpu(machine_info: dict[str, Any], compared: dict[str, Any]) -> None:
-    """A compare across GPU models is refused (explicit file paths can point anywhere)."""
-    ours = (machine_info.get("perfci") or {}).get("slug")
-    theirs = ((compared.get("machine_info") or {}).get("perfci") or {}).get("slug")
-    require_same_gpu(theirs, ours, first_what="the compared run", second_what="this machine",
-                     hint=f"compare with a run of this GPU (.benchmarks/*-{ours}/)")
+    def info(text: Any, *args: Any, **kwargs: Any) -> Any:
+        json_file = getattr(bs, "json", None)
+        if isinstance(text, str) and json_file is not None and text == f"Wrote benchmark data in: {json_file}":
+            text = f"Wrote benchmark data in: {getattr(json_file, 'name', json_file)}"
+        return original(text, *args, **kwargs)
+
+    logger.info = info
+    logger._perfci_mended = True

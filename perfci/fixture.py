@@ -49,14 +49,14 @@ class OutOfMemory(InfrastructureError):
 class Perf:
     """What a test gets as ``perf``. Call it once: ``out = perf(fn, *args, **kwargs)``."""
 
-    def __init__(self, benchmark: Any, clock: DeviceClock, settings: PerfSettings, session: PerfSession,
-                 test: str) -> None:
+    def __init__(self, benchmark: Any, clock: DeviceClock, settings: PerfSettings,
+                 session: Callable[[], PerfSession], test: str) -> None:
         self.flops: float | None = None
         self.bytes: int | None = None
         self._benchmark = benchmark
         self._clock = clock
         self._settings = settings
-        self._session = session
+        self._session = session  # built at the first call: the first torch import and CUDA call of the session
         self._test = test
         self._used = False
 
@@ -92,11 +92,14 @@ class Perf:
         self._used = True
         self._check_numbers()
         call = functools.partial(fn, *args, **kwargs)
-        session, settings = self._session, self._settings
+        if self._benchmark.disabled:  # --benchmark-disable, xdist: run once, through pytest-benchmark (no warning)
+            return self._benchmark.pedantic(call, rounds=1, iterations=1)
+        session = self._session()
+        settings, skipped = self._settings.for_machine(session.fingerprint.gpu_available)
+        for what in skipped:
+            session.note(f"CPU mode: {what} skipped (needs a GPU)")
         with session.ranges.range(self._test), _oom_guard(self._test, args, kwargs):
             result = call()
-            if self._benchmark.disabled:
-                return result
             timer = make_timer(settings.timer, gpu_available=session.fingerprint.gpu_available,
                                l2_flush=settings.policy.l2_flush,
                                nvtx_range=session.ranges.factory(self._test))

@@ -174,6 +174,18 @@ EXPECT_RULES: dict[str, ExpectRule] = {
     "max_peak_memory_bytes": ExpectRule("peak device memory above the inputs at most", _parse_count,
                                         _limit("bytes peak memory", lambda p: p.peak_memory_bytes, lambda p: None)),
 }
+# CPU mode: the SDPA backends a CPU can run (flash is ATen's CPU flash kernel); expecting another
+# one there cannot pass, so it is skipped with a note (perfci.settings.PerfSettings.for_machine)
+CPU_SDPA_BACKENDS = ("flash", "math")
+
+
+def gpu_only_expect(key: str, value: object) -> str | None:
+    """Why ``expect(key=value)`` cannot hold without a GPU (then it is skipped on CPU), or None."""
+    if key == "sdpa_backend" and value not in CPU_SDPA_BACKENDS:
+        return f"expect sdpa_backend={value!r} (a CPU runs {' or '.join(CPU_SDPA_BACKENDS)})"
+    return None
+
+
 VALID_FORBID = tuple(FORBID_RULES)
 EXPECT_KEYS = tuple(EXPECT_RULES)
 

@@ -14,7 +14,7 @@ from typing import Any
 from perfci.compare import DEFAULT_THRESHOLD
 from perfci.errors import UsageError
 from perfci.measurement import SamplingPolicy
-from perfci.timing import TIMER_NAMES, timers_help
+from perfci.timing import TIMER_NAMES, TIMERS, timers_help
 from perfci.units import parse_fraction
 
 
@@ -94,6 +94,38 @@ class PerfSettings:
         merged = dict(self.expect)
         merged.update(parse_expect(expect))
         return replace(self, expect=tuple(merged.items()))
+
+    def for_machine(self, gpu_available: bool) -> tuple[PerfSettings, tuple[str, ...]]:
+        """These settings as this machine can honour them, and what was skipped (CPU mode).
+
+        Without a GPU, a GPU-only timer (event, graph), the L2 flush and an expectation no CPU can
+        meet (an SDPA backend the CPU never picks) are dropped, each named once in the run's notes,
+        instead of failing every test; everything a CPU can check stays enforced.
+        """
+        if gpu_available:
+            return self, ()
+        from perfci.rules import gpu_only_expect
+
+        skipped: list[str] = []
+        settings = self
+        timer = TIMERS.get(self.timer)
+        if timer is not None and timer.needs_gpu:
+            skipped.append(f"timer={self.timer!r}")
+            settings = replace(settings, timer="auto")
+        if self.policy.l2_flush:
+            skipped.append("l2_flush (cold L2)")
+            settings = replace(settings, policy=replace(settings.policy, l2_flush=False))
+        kept = []
+        for key, value in self.expect:
+            why = gpu_only_expect(key, value)
+            if why is None:
+                kept.append((key, value))
+            else:
+                skipped.append(why)
+        if len(kept) != len(self.expect):
+            known_bad = tuple(n for n in self.known_bad if n in dict(kept) or n not in dict(self.expect))
+            settings = replace(settings, expect=tuple(kept), known_bad=known_bad)
+        return settings, tuple(skipped)
 
 
 def _as_names(value: Any) -> tuple[str, ...]:

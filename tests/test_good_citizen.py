@@ -1,0 +1,126 @@
+"""perfci installed next to other projects: a session without `perf` benchmarks is pytest-benchmark's alone."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from perfci import plugin
+
+PLAIN = """
+def work():
+    return sum(range(100))
+
+def test_plain(benchmark):
+    benchmark(work)
+
+def test_not_a_benchmark():
+    assert True
+"""
+
+# the conftest reports what the session imported, at its very end (after pytest-benchmark saved)
+IMPORT_PROBE = """
+import sys
+
+def pytest_unconfigure(config):
+    heavy = sorted(m for m in ("torch", "numpy", "triton") if m in sys.modules)
+    print("HEAVY_IMPORTS=" + ",".join(heavy))
+"""
+
+
+def test_a_session_without_perf_imports_no_torch_or_numpy_and_keeps_pytest_benchmarks_files(pytester):
+    pytester.makeconftest(IMPORT_PROBE)
+    pytester.makepyfile(test_plain=PLAIN)
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", "--benchmark-autosave",
+                                        "--benchmark-json=out.json", "--benchmark-max-time=0.01")
+    res.assert_outcomes(passed=2)
+    assert "HEAVY_IMPORTS=\n" in res.stdout.str() + "\n", res.stdout.str()[-2000:]
+    assert "perfci" not in res.stdout.str().replace("plugins: perfci", "")
+    from pytest_benchmark.utils import get_machine_id
+
+    assert [p.name for p in (pytester.path / ".benchmarks").iterdir()] == [get_machine_id()]
+    doc = json.loads((pytester.path / "out.json").read_text())
+    assert "perfci" not in doc["machine_info"] and "gpu" not in doc["machine_info"]
+    assert not [k for k in doc if k.startswith("perfci")]
+    assert "perfci" not in doc["benchmarks"][0]["extra_info"]
+
+
+def test_collect_only_and_help_import_nothing_heavy(pytester):
+    pytester.makeconftest(IMPORT_PROBE)
+    pytester.makepyfile(test_plain=PLAIN)
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--collect-only", "-q", "-s")
+    assert "HEAVY_IMPORTS=\n" in res.stdout.str() + "\n"
+
+
+def test_project_own_perf_fixture_wins_and_perfci_says_so_once(pytester):
+    pytester.makeconftest("""
+        import pytest
+
+        @pytest.fixture
+        def perf(benchmark):
+            return benchmark
+    """)
+    pytester.makepyfile(test_mine="""
+        def test_own_one(perf):
+            perf(lambda: sum(range(50)))
+
+        def test_own_two(perf):
+            perf(lambda: sum(range(60)))
+    """)
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--benchmark-max-time=0.01")
+    res.assert_outcomes(passed=2)
+    out = res.stdout.str()
+    assert out.count("use this project's own `perf` fixture") == 1 and "perfci_perf" in out
+
+
+def test_no_gpu_marker_is_forced_on_projects(pytester):
+    pytester.makepyfile(test_m="""
+        import pytest
+
+        @pytest.mark.gpu
+        def test_x():
+            pass
+    """)
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--strict-markers")
+    assert "'gpu' not found in `markers`" in res.stdout.str()
+
+
+def test_benchmark_disable_gives_no_pytest_benchmark_warning(pytester):
+    pytester.makepyfile(test_ops="""
+        def test_once(perf):
+            assert perf(lambda: 7) == 7
+    """)
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--benchmark-disable", "-W", "error")
+    res.assert_outcomes(passed=1)
+    assert "was not used" not in res.stdout.str() + res.stderr.str()
+
+
+def test_option_constants_agree_with_the_registries():
+    from perfci.compare import DEFAULT_THRESHOLD
+    from perfci.timing import TIMER_NAMES
+
+    assert plugin.TIMER_CHOICES == TIMER_NAMES
+    assert f"{DEFAULT_THRESHOLD:.0%}" == plugin.DEFAULT_THRESHOLD_PCT
+
+
+def test_the_wheel_ships_perfci_only_and_torch_is_an_extra():
+    from pathlib import Path
+
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert project["tool"]["setuptools"]["packages"]["find"]["include"] == ["perfci", "perfci.*"]
+    deps = " ".join(project["project"]["dependencies"])
+    assert "torch" not in deps and "triton" not in deps
+    assert any(d.startswith("torch") for d in project["project"]["optional-dependencies"]["torch"])
+
+
+@pytest.mark.parametrize("module", ["perfci", "perfci.plugin", "perfci.errors"])
+def test_plugin_modules_import_without_torch(module):
+    import subprocess
+    import sys
+
+    code = (f"import sys, {module}; bad = [m for m in ('torch', 'numpy') if m in sys.modules]; "
+            "print(bad); raise SystemExit(1 if bad else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
