@@ -10,7 +10,7 @@ from pathlib import Path
 from perfci import __version__
 from perfci.baseline import GPU_BASELINE_RUNS
 from perfci.errors import EXIT_USAGE, PerfCIError, UsageError
-from perfci.profilers import PROFILERS
+from perfci.profilers import registry
 
 ROOT_DEFAULT = "default: under the project root (the nearest directory up with pyproject.toml, pytest.ini, " \
     "setup.cfg, tox.ini or .git):"
@@ -75,11 +75,15 @@ def build_parser() -> argparse.ArgumentParser:
                           "(--nsys) or Nsight Compute (--ncu); print a kernel table per benchmark and keep the "
                           "report files. Unknown options go to pytest.", epilog=EPILOG)
     tool = prof.add_mutually_exclusive_group()
-    for index, (name, profiler) in enumerate(PROFILERS.items()):
+    for index, (name, profiler) in enumerate(registry().items()):
         tool.add_argument(f"--{name}", dest="tool", action="store_const", const=name,
                           help=profiler.help + (" (default)" if index == 0 else ""))
     prof.add_argument("-k", dest="keyword", default=None, help="pytest -k expression selecting benchmarks")
     prof.add_argument("-o", "--out", type=Path, default=Path("reports/profile"), help="where profiler files go")
+    prof.add_argument("--set", dest="section_set", choices=("basic", "full"), default=None,
+                      help="Nsight Compute section set (with --ncu; default basic)")
+    prof.add_argument("--from", dest="source", type=Path, default=None, metavar="FILE.sqlite",
+                      help="read an existing Nsight Systems SQLite export instead of running (with --nsys)")
 
     base = sub.add_parser("baseline", help="write or inspect this GPU's baselines", epilog=EPILOG)
     bsub = base.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)

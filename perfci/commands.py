@@ -20,15 +20,15 @@ from perfci.baseline import (
     make_baseline,
     merge_baseline,
 )
-from perfci.errors import EXIT_OK, EXIT_REGRESSION, BadInputError, UsageError
+from perfci.errors import EXIT_OK, BadInputError, UsageError
 from perfci.fingerprint import Fingerprint, detect, require_same_gpu
 from perfci.gate import RunVerdict, judge_files, run_verdict
 from perfci.kernelrows import format_rows
 from perfci.pipeline import RunOptions, check_writable, measure_runs, run
-from perfci.profilers import PROFILERS
+from perfci.profilers import registry
 from perfci.record import ResultFile, load_results, write_results
 from perfci.report import headline, terminal_table, write_report
-from perfci.runner import PYTEST_OK, project_root, results_path
+from perfci.runner import project_root, results_path
 from perfci.shard import load_shards, merge_results, parse_gpus, parse_shard, run_workers
 
 
@@ -166,16 +166,25 @@ def cmd_ab(args: argparse.Namespace, rest: list[str]) -> int:
 
 
 def cmd_profile(args: argparse.Namespace, rest: list[str]) -> int:
-    profiler = PROFILERS[args.tool or "torch"]
-    pytest_args = list(rest) + (["-k", args.keyword] if args.keyword else [])
-    done = profiler.run(pytest_args, args.out, {})
+    profiler = registry()[args.tool or "torch"]
+    if args.source is not None:
+        reader = getattr(profiler, "read", None)
+        if reader is None or rest or args.keyword:
+            raise UsageError(f"--from reads an existing export: it goes with --nsys alone, not --{profiler.name} "
+                             "or pytest arguments", hint="perfci profile --nsys --from FILE.sqlite [-o DIR]")
+        done = reader(args.source, args.out)
+    else:
+        if args.section_set is not None and profiler.name != "ncu":
+            raise UsageError("--set chooses Nsight Compute's sections: it goes with --ncu")
+        pytest_args = list(rest) + (["-k", args.keyword] if args.keyword else [])
+        done = profiler.run(pytest_args, args.out, {"set": args.section_set} if args.section_set else None)
     if done.rows:
         print(format_rows(done.rows, metrics=done.metrics))
     for note in done.notes:
         print(f"note: {note}")
     if done.files:
         print(f"\nperfci: {profiler.name} files in {args.out}")
-    return EXIT_OK if done.pytest_exit == PYTEST_OK else EXIT_REGRESSION
+    return done.exit_code
 
 
 def cmd_baseline_update(args: argparse.Namespace, rest: list[str]) -> int:

@@ -49,13 +49,13 @@ from perfci.errors import BadInputError, InfrastructureError
 from perfci.kernelrows import NO_RANGE, KernelRow
 from perfci.nsight import (
     SCHEMA_VERSION,
-    ProfileRun,
     is_benchmark_range,
     pytest_child,
     require_tool,
     run_tool,
     write_json_atomic,
 )
+from perfci.profilers import ProfileRun
 from perfci.ranges import DOMAIN as NVTX_DOMAIN
 
 SUMMARY_NAME = "ncu_summary.json"

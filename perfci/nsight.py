@@ -3,7 +3,7 @@
 The tools themselves live in :mod:`perfci.nsys` (Nsight Systems: per-benchmark kernel mix and
 launch overhead from a SQLite export) and :mod:`perfci.ncu` (Nsight Compute: per-kernel hardware
 metrics and roofline place). Both profile the selected benchmarks once each (pytest-benchmark
-disabled, so ``perf`` makes one call inside its NVTX range) and give :class:`ProfileRun`.
+disabled, so ``perf`` makes one call inside its NVTX range) and give :class:`perfci.profilers.ProfileRun`.
 
 Benchmark ranges. perfci pushes one NVTX range per benchmark, named after its pytest node id, in
 the ``perfci`` domain with a registered string (``nvtx`` package), or in the default domain with an
@@ -16,19 +16,16 @@ profiler calls the benchmark ``profile_calls`` times), and folding it in would d
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfci.errors import EXIT_OK, EXIT_REGRESSION, InfrastructureError
-from perfci.kernelrows import KernelRow, format_rows
+from perfci.errors import InfrastructureError
+from perfci.record import write_atomic
 
 SCHEMA_VERSION = 1
 # options for the pytest child: one eager call per benchmark, no torch.profiler pass, no cache dir
@@ -41,29 +38,6 @@ _INSTALL_HINT = {
     "ncu": "install Nsight Compute (https://developer.nvidia.com/nsight-compute, or the CUDA toolkit's "
            "nsight-compute package) and put ncu on PATH, or use `perfci profile --torch`",
 }
-
-
-@dataclass(frozen=True)
-class ProfileRun:
-    """One profiler pass over the selected benchmarks (or one export read with ``--from``); the same
-    fields, in the same order, as the registry's ``perfci.profilers.ProfileRun``."""
-
-    rows: tuple[KernelRow, ...]  # per benchmark, per kernel (perfci.kernelrows)
-    files: tuple[Path, ...] = ()  # what was kept: the tool's report, its export, the summary
-    summary: Path | None = None  # DIR/nsys_summary.json or DIR/ncu_summary.json
-    pytest_exit: int = 0  # the profiled pytest's exit status (0 for a file read with --from)
-    metrics: tuple[str, ...] = ()  # the metric columns worth printing
-    notes: tuple[str, ...] = field(default=())
-    tool: str = ""  # "nsys" or "ncu"
-
-    @property
-    def exit_code(self) -> int:
-        """perfci's exit code for the pass: 1 when a profiled test failed, else 0."""
-        return EXIT_OK if self.pytest_exit == 0 else EXIT_REGRESSION
-
-    def table(self, metrics: Sequence[str] | None = None) -> str:
-        """The per-benchmark kernel table (perfci.kernelrows.format_rows)."""
-        return format_rows(self.rows, metrics=self.metrics if metrics is None else metrics)
 
 
 def is_benchmark_range(text: str) -> bool:
@@ -102,29 +76,6 @@ def run_tool(cmd: Sequence[str], *, env: Mapping[str, str] | None = None) -> int
 
 
 def write_json_atomic(path: Path, doc: Mapping[str, Any]) -> Path:
-    """Write ``doc`` as JSON to ``path`` through a temporary file in the same directory + rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=1, sort_keys=False)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """A summary JSON written whole or not at all (``perfci.record.write_atomic``); returns its path."""
+    write_atomic(path, doc)
     return path
-
-
-def profile_with(tool: str, pytest_args: list[str], out: Path) -> int:
-    """``perfci profile --nsys/--ncu`` until the CLI registers the profiler classes itself."""
-    from perfci.ncu import NcuProfiler
-    from perfci.nsys import NsysProfiler
-
-    profiler = NsysProfiler() if tool == "nsys" else NcuProfiler()
-    run = profiler.run(pytest_args, out)
-    print(run.table())
-    for note in run.notes:
-        print(f"perfci: {note}")
-    print(f"\nperfci: {tool} files: {', '.join(str(p) for p in run.files)}")
-    return run.exit_code

@@ -43,13 +43,13 @@ from perfci.errors import BadInputError, InfrastructureError
 from perfci.kernelrows import KernelRow
 from perfci.nsight import (
     SCHEMA_VERSION,
-    ProfileRun,
     is_benchmark_range,
     pytest_child,
     require_tool,
     run_tool,
     write_json_atomic,
 )
+from perfci.profilers import ProfileRun
 
 SUMMARY_NAME = "nsys_summary.json"
 EVENT_TYPES = {"NvtxPushPopRange": 59, "NvtxStartEndRange": 60, "NvtxDomainCreate": 75}

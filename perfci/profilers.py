@@ -3,41 +3,57 @@
 A profiler runs selected benchmarks under its tool and returns :class:`ProfileRun`: the same
 :class:`perfci.kernelrows.KernelRow` rows whatever the tool, printed by the one table printer, and
 the files it kept. To add a profiler, write a class with ``name``, ``help`` and ``run`` (and ``read``
-when it can read an existing export) and add it to :data:`PROFILERS`.
+when it can read an existing export, as ``perfci.nsys.NsysProfiler`` does) and add it to
+:func:`registry`. torch.profiler is here; Nsight Systems in ``perfci.nsys``, Nsight Compute in
+``perfci.ncu`` (their shared runner pieces in ``perfci.nsight``).
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from perfci.kernelrows import KernelRow
+from perfci.errors import EXIT_OK, EXIT_REGRESSION
+from perfci.kernelrows import KernelRow, format_rows
 from perfci.trace import profile_rows
 
 
 @dataclass(frozen=True)
 class ProfileRun:
-    rows: tuple[KernelRow, ...]
-    files: tuple[Path, ...] = ()  # what the tool wrote and perfci keeps (traces, reports, exports)
+    """One profiler pass over the selected benchmarks (or one export read with ``--from``)."""
+
+    rows: tuple[KernelRow, ...]  # per benchmark, per kernel
+    files: tuple[Path, ...] = ()  # what the tool wrote and perfci keeps (traces, reports, exports, summary)
     summary: Path | None = None  # the JSON summary written beside them, if any
-    pytest_exit: int = 0
+    pytest_exit: int = 0  # the profiled pytest's exit status (0 for a file read with --from)
     metrics: tuple[str, ...] = ()  # the metric columns worth printing
     notes: tuple[str, ...] = field(default=())
+    tool: str = ""
+
+    @property
+    def exit_code(self) -> int:
+        """1 when a profiled test failed, else 0."""
+        return EXIT_OK if self.pytest_exit == 0 else EXIT_REGRESSION
+
+    def table(self) -> str:
+        return format_rows(self.rows, metrics=self.metrics)
 
 
 class Profiler(Protocol):
     name: str
     help: str
 
-    def run(self, pytest_args: list[str], out_dir: Path, options: dict[str, str]) -> ProfileRun: ...
+    def run(self, pytest_args: list[str], out_dir: Path, options: Mapping[str, str] | None = None) -> ProfileRun: ...
 
 
 class TorchProfiler:
     name = "torch"
     help = "torch.profiler (CUPTI kernels on a GPU, aten ops on CPU), Chrome/Perfetto traces kept"
 
-    def run(self, pytest_args: list[str], out_dir: Path, options: dict[str, str]) -> ProfileRun:
+    def run(self, pytest_args: list[str], out_dir: Path, options: Mapping[str, str] | None = None) -> ProfileRun:
         from perfci.pipeline import measure
 
         traces = out_dir / "traces"
@@ -55,24 +71,13 @@ class TorchProfiler:
             notes.append(f"{name}: {p.level} level on {p.device or '?'}, {p.launches_per_call:g} launches/call, "
                          f"SDPA {p.sdpa_backend or '-'}, peak memory {p.peak_memory_bytes}")
         files = (result.path, *sorted(traces.glob("*.json"))) if traces.is_dir() else (result.path,)
-        return ProfileRun(tuple(rows), files, None, code, ("bytes_per_call",), tuple(notes))
+        return ProfileRun(tuple(rows), files, None, code, ("bytes_per_call",), tuple(notes), self.name)
 
 
-class NsightProfiler:
-    """Nsight Systems or Nsight Compute (``perfci.nsight``): optional tools, exit 3 when missing."""
+@functools.cache
+def registry() -> dict[str, Profiler]:
+    """The profilers by name (the CLI's --torch/--nsys/--ncu and their help come from here)."""
+    from perfci.ncu import NcuProfiler
+    from perfci.nsys import NsysProfiler
 
-    def __init__(self, name: str, help_text: str) -> None:
-        self.name, self.help = name, help_text
-
-    def run(self, pytest_args: list[str], out_dir: Path, options: dict[str, str]) -> ProfileRun:
-        from perfci import nsight
-
-        code = nsight.profile_with(self.name, pytest_args, out_dir)  # prints its own table
-        return ProfileRun((), (out_dir,), None, code)
-
-
-PROFILERS: dict[str, Profiler] = {
-    "torch": TorchProfiler(),
-    "nsys": NsightProfiler("nsys", "Nsight Systems: kernels, memcpy and launch overhead per benchmark NVTX range"),
-    "ncu": NsightProfiler("ncu", "Nsight Compute: per-kernel metrics and roofline place, clocks left alone"),
-}
+    return {"torch": TorchProfiler(), "nsys": NsysProfiler(), "ncu": NcuProfiler()}

@@ -498,3 +498,16 @@ def test_ncu_runner_end_to_end(bin_dir: Path, tmp_path: Path, selection: list[st
     assert {r.benchmark for r in run.rows} == {"tests/data/nsight/bench_nsight.py::test_matmul_bf16",
                                                "tests/data/nsight/bench_nsight.py::test_copy_256mib"}
     assert "pct_peak_flops" in run.table()
+
+
+def test_profile_nsys_from_an_export_through_the_cli(export: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from perfci.cli import main
+
+    assert main(["profile", "--nsys", "--from", str(export), "-o", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "== " in out and "::" in out  # per benchmark range
+    summary = json.loads((tmp_path / "out" / "nsys_summary.json").read_text())
+    assert summary["ranges"] and all("kernel_count" in r for r in summary["ranges"].values())
+    assert main(["profile", "--ncu", "--from", str(export)]) == 2  # --from reads nsys exports only
+    assert main(["profile", "--torch", "--set", "full"]) == 2  # --set is Nsight Compute's
