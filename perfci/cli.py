@@ -52,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--shard", metavar="I/N", default=None,
                      help="measure shard I of N only (a stable split of the suite's benchmarks, balanced by the "
                      "baseline's measuring times); combine the shards with `perfci merge`")
+    run.add_argument("--profile", choices=("nsys", "ncu"), default=None,
+                     help="after the run, profile its benchmarks under Nsight Systems or Compute into the report "
+                     "folder; with ncu, kernels that left the compute roof or lost tensor-pipe use against the "
+                     "baseline's stored ncu summary are noted")
     run.add_argument("--gpus", metavar="all|I,J,...", default=None,
                      help="one worker per GPU (pinned with CUDA_VISIBLE_DEVICES), each a shard of the suite, merged; "
                      "each GPU model is judged against its own baselines")
@@ -99,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"fresh-process runs of the suite (default {GPU_BASELINE_RUNS} on a GPU: their spread is "
                      "each benchmark's noise floor and their mean its level; 1 in CPU mode)")
     upd.add_argument("--force", action="store_true", help="accept NOISY measurements")
+    upd.add_argument("--profile", choices=("ncu",), default=None,
+                     help="also profile the suite under Nsight Compute and keep its summary beside the baseline "
+                     "(the reference of `perfci run --profile ncu`'s roofline findings)")
     upd.add_argument("--results-dir", type=Path, default=None)
     show = bsub.add_parser("show", help="print a GPU's baseline (default: this GPU's)", epilog=EPILOG)
     show.add_argument("gpu", nargs="?", default=None)

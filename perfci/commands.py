@@ -24,7 +24,7 @@ from perfci.errors import EXIT_OK, BadInputError, UsageError
 from perfci.fingerprint import Fingerprint, detect, require_same_gpu
 from perfci.gate import RunVerdict, judge_files, run_verdict
 from perfci.kernelrows import format_rows
-from perfci.pipeline import RunOptions, check_writable, measure_runs, run
+from perfci.pipeline import RunOptions, check_writable, measure_runs, run, store_ncu_summary
 from perfci.profilers import registry
 from perfci.record import ResultFile, load_results, write_results
 from perfci.report import headline, terminal_table, write_report
@@ -87,7 +87,7 @@ def cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
                          results_dir=args.results_dir, report_dir=args.report_dir, confirm=not args.no_confirm,
                          require_baseline=args.require_baseline, against=args.against, max_pairs=args.max_pairs,
                          fail_on_noisy=args.fail_on_noisy,
-                         shard=parse_shard(args.shard) if args.shard else None)
+                         shard=parse_shard(args.shard) if args.shard else None, profile=args.profile)
     outcome = run(options, fp)
     _print_verdict(outcome.verdict, fp)
     print(f"perfci: results {outcome.result.path}; report {', '.join(str(p) for p in outcome.report_paths)}")
@@ -136,6 +136,8 @@ def _print_verdict(verdict: RunVerdict, fp: Fingerprint) -> None:
     for noisy in verdict.noisy:
         reasons = noisy.comparison.reasons if noisy.comparison is not None else ()
         print(f"perfci: still NOISY: {noisy.name}: {'; '.join(reasons) or 'no reason recorded'}")
+    for problem in verdict.problems:
+        print(f"perfci: error: {problem}", file=sys.stderr)
 
 
 def cmd_ab(args: argparse.Namespace, rest: list[str]) -> int:
@@ -198,7 +200,10 @@ def cmd_baseline_update(args: argparse.Namespace, rest: list[str]) -> int:
         existing = None if args.replace else load_for_gpu(args.baselines, fp.slug)  # a bad file fails before the runs
         runs = ([load_results(p) for p in args.sources] if args.sources
                 else measure_runs(rest, runs_wanted, args.results_dir))
-        return _write_baseline(args, fp, runs, existing)
+        code = _write_baseline(args, fp, runs, existing)
+        if args.profile == "ncu":
+            store_ncu_summary(rest, baseline_path(args.baselines, fp.slug), args.results_dir / "ncu")
+        return code
 
 
 def _write_baseline(args: argparse.Namespace, fp: Fingerprint, runs: list[ResultFile],

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from perfci.compare import DEFAULT_THRESHOLD, CompareSettings, Comparison, Sample, compare_samples
-from perfci.errors import EXIT_OK, EXIT_REGRESSION
+from perfci.errors import EXIT_INFRASTRUCTURE, EXIT_OK, EXIT_REGRESSION
 from perfci.fingerprint import cross_card_sigma
 from perfci.record import BenchmarkRecord, ResultFile
 from perfci.rules import Finding, check_against_baseline, check_declared
@@ -108,11 +108,16 @@ class BenchmarkOutcome:
 class RunVerdict:
     outcomes: tuple[BenchmarkOutcome, ...]
     missing: tuple[str, ...]
-    errors: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()  # infrastructure trouble after the measurement (e.g. a missing profiler): exit 3
 
     @property
     def regressions(self) -> tuple[BenchmarkOutcome, ...]:
         return tuple(o for o in self.outcomes if o.failed)
+
+    @property
+    def errors(self) -> tuple[str, ...]:
+        """Old name of ``problems`` (kept while callers move)."""
+        return self.problems
 
     @property
     def noisy(self) -> tuple[BenchmarkOutcome, ...]:
@@ -121,7 +126,9 @@ class RunVerdict:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_REGRESSION if self.regressions or self.errors else EXIT_OK
+        if self.regressions:
+            return EXIT_REGRESSION
+        return EXIT_INFRASTRUCTURE if self.problems else EXIT_OK
 
     def counts(self) -> dict[str, int]:
         """Benchmarks per verdict, worst first (the one set of counts every output shows)."""

@@ -380,3 +380,37 @@ class NcuProfiler:
         summary = write_json_atomic(out_dir / SUMMARY_NAME, summary_json(summaries, report, used))
         return ProfileRun(tuple(s.row for s in summaries), (report, raw, summary), summary, child_exit, TABLE_METRICS,
                           (), "ncu")
+
+
+def _bound(metrics: Mapping[str, Any]) -> str | None:
+    """'compute' or 'memory': which roof a kernel is nearer to (None without both percentages)."""
+    flops, bandwidth = metrics.get("pct_peak_flops"), metrics.get("pct_peak_bandwidth")
+    if flops is None or bandwidth is None:
+        return None
+    return "compute" if flops >= bandwidth else "memory"
+
+
+TENSOR_LOST_PCT = (20.0, 5.0)  # tensor-pipe use from at least 20 % down to under 5 %: the matrix units went unused
+
+
+def bound_changes(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Per benchmark, the kernels (by name, in both summaries) that moved from compute-bound to
+    memory-bound or lost tensor-pipe use, each as one line. Both are ``ncu_summary.json`` documents."""
+    out: dict[str, list[str]] = {}
+    for bench, now in (new.get("ranges") or {}).items():
+        before = {k["name"]: k for k in ((base.get("ranges") or {}).get(bench) or {}).get("kernels", [])}
+        for kernel in now.get("kernels", []):
+            old = before.get(kernel["name"])
+            if old is None:
+                continue
+            m_old, m_new = old.get("metrics") or {}, kernel.get("metrics") or {}
+            if _bound(m_old) == "compute" and _bound(m_new) == "memory":
+                out.setdefault(bench, []).append(
+                    f"{kernel['name']} moved from compute-bound ({m_old['pct_peak_flops']:.0f}% of peak FLOP/s) to "
+                    f"memory-bound ({m_new['pct_peak_bandwidth']:.0f}% of peak bandwidth, "
+                    f"{m_new['pct_peak_flops']:.0f}% of peak FLOP/s)")
+            t_old, t_new = m_old.get("tensor_pct"), m_new.get("tensor_pct")
+            if t_old is not None and t_new is not None and t_old >= TENSOR_LOST_PCT[0] and t_new < TENSOR_LOST_PCT[1]:
+                out.setdefault(bench, []).append(
+                    f"{kernel['name']} lost tensor-pipe use ({t_old:.0f}% -> {t_new:.0f}%)")
+    return out

@@ -22,7 +22,7 @@ from perfci.confirm import merge, to_confirm, with_notes
 from perfci.errors import EXIT_INFRASTRUCTURE, EXIT_REGRESSION, BadInputError, InfrastructureError, PerfCIError
 from perfci.fingerprint import Fingerprint
 from perfci.gate import RunVerdict, judge_files
-from perfci.record import ResultFile, load_results, write_results
+from perfci.record import ResultFile, load_results, read_json, write_results
 from perfci.report import github_outputs, in_github_actions, write_report
 from perfci.runner import (
     PYTEST_FAILED,
@@ -37,6 +37,7 @@ from perfci.runner import (
 )
 
 Log = Callable[..., None]
+NCU_BASELINE = "ncu_summary.json"  # beside a GPU's baseline: the kernels' roofline places it was measured with
 SESSION_ERROR = "(pytest session)"  # the name an ERROR takes when the whole pass measured nothing
 
 
@@ -51,6 +52,7 @@ class RunOptions:
     title: str = "perfci run"
     against: str | None = None  # a git ref: SLOWER/NOISY (or, with no baseline, every benchmark) A/B'd against it
     shard: tuple[int, int] | None = None  # (i, n): measure shard i of n only (perfci.shard)
+    profile: str | None = None  # "nsys" | "ncu": profile the run's benchmarks into the report folder
     max_pairs: int = 5
     fail_on_noisy: bool = False
 
@@ -125,9 +127,9 @@ def run(options: RunOptions, fp: Fingerprint, log: Log = print) -> RunOutcome:
     if options.shard is not None:
         options, empty = _shard_args(options, baseline, log)
         if empty is not None:
-            verdict = judge_files(empty, baseline)
-            return RunOutcome(empty, verdict, verdict.exit_code, _finish(options, fp, baseline, empty, verdict,
-                                                                          github=False), baseline)
+            paths, verdict = _finish(replace(options, profile=None), fp, baseline, empty,
+                                     judge_files(empty, baseline), github=False)
+            return RunOutcome(empty, verdict, verdict.exit_code, paths, baseline)
     if options.against is not None:
         return _run_against(options, fp, baseline, log)
     confirming = options.baselines is not None and options.confirm
@@ -140,7 +142,7 @@ def run(options: RunOptions, fp: Fingerprint, log: Log = print) -> RunOutcome:
     if names:
         new, verdict, interrupted, why = _confirm(args, new, verdict, names, baseline, options.baselines, log)
         messages += why
-    paths = _finish(options, fp, baseline, new, verdict, github=confirming)
+    paths, verdict = _finish(options, fp, baseline, new, verdict, github=confirming)
     exit_code = _exit_code(verdict, options)
     if interrupted:
         messages.append("perfci: the confirmation pass was interrupted; the verdict above stands on the first pass "
@@ -178,15 +180,44 @@ def _exit_code(verdict: RunVerdict, options: RunOptions) -> int:
 
 
 def _finish(options: RunOptions, fp: Fingerprint, baseline: ResultFile | None, new: ResultFile,
-            verdict: RunVerdict, *, github: bool) -> tuple[Path, ...]:
-    """The report, and the GitHub outputs the passes left to the final verdict."""
+            verdict: RunVerdict, *, github: bool) -> tuple[tuple[Path, ...], RunVerdict]:
+    """The Nsight pass when asked, the report, and the GitHub outputs the passes left to the final verdict.
+    A profiler that is missing or fails leaves the verdict and the report standing and is reported (exit 3
+    when nothing regressed)."""
+    if options.profile is not None:
+        try:
+            verdict = _nsight_pass(options, fp, new, verdict)
+        except PerfCIError as exc:
+            verdict = replace(verdict, problems=(*verdict.problems, f"--profile {options.profile}: {exc}"))
     paths: tuple[Path, ...] = ()
     if options.report_dir is not None:
         paths = tuple(write_report([r for r in (baseline, new) if r is not None and r.benchmarks], verdict,
                                    options.report_dir, f"{options.title} on {fp.name}"))
     if github and in_github_actions():
         github_outputs(verdict, fp, Path.cwd())
-    return paths
+    return paths, verdict
+
+
+def _nsight_pass(options: RunOptions, fp: Fingerprint, new: ResultFile, verdict: RunVerdict) -> RunVerdict:
+    """Profile the run's benchmarks under Nsight into ``<report dir>/<tool>/``; with ncu, a kernel that
+    moved from compute-bound to memory-bound, or lost tensor-pipe use, against the baseline's stored
+    ``ncu_summary.json`` is noted on its benchmark. A missing tool fails here (exit 3) after the run."""
+    from perfci.profilers import registry
+
+    assert options.profile is not None
+    out = Path(options.report_dir or options.results_dir) / options.profile
+    names = sorted(new.benchmarks)
+    done = registry()[options.profile].run([*options.pytest_args, *(f"--perfci-select={n}" for n in names)], out)
+    if options.profile != "ncu" or done.summary is None or options.baselines is None:
+        return verdict
+    stored = baseline_path(options.baselines, fp.slug).with_name(NCU_BASELINE)
+    if not stored.exists():
+        return verdict
+    from perfci.ncu import bound_changes
+
+    changes = bound_changes(read_json(stored, "baseline ncu summary"), read_json(done.summary, "ncu summary"))
+    return replace(verdict, outcomes=tuple(replace(o, notes=(*o.notes, *(f"ncu: {c}" for c in changes[o.name])))
+                                           if o.name in changes else o for o in verdict.outcomes))
 
 
 def _run_against(options: RunOptions, fp: Fingerprint, baseline: ResultFile | None, log: Log) -> RunOutcome:
@@ -216,7 +247,7 @@ def _run_against(options: RunOptions, fp: Fingerprint, baseline: ResultFile | No
                                       thresholds={n: r.threshold or 0.0 for n, r in new.benchmarks.items()
                                                   if r.threshold}, max_pairs=options.max_pairs, log=log)
             verdict = ab.apply(first, new, result, stored)
-    paths = _finish(options, fp, baseline, new, verdict, github=True)
+    paths, verdict = _finish(options, fp, baseline, new, verdict, github=True)
     exit_code = _exit_code(verdict, options)
     if pytest_exit == PYTEST_FAILED and not verdict.regressions:
         messages.append("perfci: some tests failed or errored for reasons other than a perf regression (see above)")
@@ -262,6 +293,20 @@ def _confirm(args: list[str], first: ResultFile, first_verdict: RunVerdict, name
         if outcome.name in names:
             log(f"perfci: {outcome.name}: {outcome.notes[-1]}")
     return merged, verdict, interrupted, messages
+
+
+def store_ncu_summary(pytest_args: list[str], target: Path, work_dir: Path, log: Log = print) -> Path:
+    """``perfci baseline update --profile ncu``: the suite under Nsight Compute; its summary is kept
+    beside the baseline (``NCU_BASELINE``), the reference for later runs' roofline findings."""
+    from perfci.profilers import registry
+
+    done = registry()["ncu"].run(pytest_args, work_dir)
+    if done.summary is None:
+        raise InfrastructureError("Nsight Compute wrote no summary", hint=f"see {work_dir}")
+    path = target.with_name(NCU_BASELINE)
+    shutil.copyfile(done.summary, path)
+    log(f"perfci: wrote {path} (roofline places of {len(done.rows)} kernel row(s))")
+    return path
 
 
 def measure_runs(pytest_args: list[str], runs: int, results_dir: Path, log: Log = print) -> list[ResultFile]:

@@ -511,3 +511,20 @@ def test_profile_nsys_from_an_export_through_the_cli(export: Path, tmp_path: Pat
     assert summary["ranges"] and all("kernel_count" in r for r in summary["ranges"].values())
     assert main(["profile", "--ncu", "--from", str(export)]) == 2  # --from reads nsys exports only
     assert main(["profile", "--torch", "--set", "full"]) == 2  # --set is Nsight Compute's
+
+
+def test_a_kernel_that_left_the_compute_roof_or_the_tensor_pipe_is_noted() -> None:
+    from perfci.ncu import bound_changes, parse_ncu_raw_csv, summarise, summary_json
+
+    real = summary_json(summarise(parse_ncu_raw_csv((DATA / "ncu_raw_h100.csv").read_text())), DATA, [])
+    bench = "tests/data/nsight/bench_nsight.py::test_matmul_bf16"
+    gemm = real["ranges"][bench]["kernels"][0]
+    assert gemm["metrics"]["pct_peak_flops"] > gemm["metrics"]["pct_peak_bandwidth"]  # the real GEMM: compute-bound
+    assert bound_changes(real, real) == {}
+    worse = json.loads(json.dumps(real))
+    m = worse["ranges"][bench]["kernels"][0]["metrics"]
+    m.update(pct_peak_flops=8.0, pct_peak_bandwidth=71.0, tensor_pct=0.5)
+    notes = bound_changes(real, worse)[bench]
+    assert any("compute-bound" in n and "memory-bound" in n for n in notes)
+    if gemm["metrics"].get("tensor_pct", 0) >= 20:
+        assert any("lost tensor-pipe use" in n for n in notes)
