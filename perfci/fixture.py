@@ -14,8 +14,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from perfci.errors import InfrastructureError, RegressionError, UsageError
+from perfci.normalize import measure_compared
 from perfci.record import display_extra, record_from_measurement, record_to_info
-from perfci.timing import make_timer, measure_compared, timer_label
+from perfci.timing import make_timer, timer_label
 from perfci.units import format_bytes
 
 if TYPE_CHECKING:

@@ -23,18 +23,17 @@ import math
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from perfci import stats
 from perfci.clockprobe import make_probe
 from perfci.errors import UsageError
 from perfci.measurement import Measurement, SamplingPolicy
-from perfci.nvml import HARD_SLOWDOWNS, SOFT_SLOWDOWNS, ClockSnapshot, Nvml
-from perfci.units import gbps
+from perfci.nvml import HARD_SLOWDOWNS, ClockSnapshot, Nvml
 
 if TYPE_CHECKING:
-    from perfci.fingerprint import Fingerprint
+    pass
 
 Clock = Callable[[], float]
 BatchRunner = Callable[[int], list[float]]
@@ -277,7 +276,7 @@ class _CudaTimerBase:
         noise = list(_precision_noise(result, policy))
         hard = sorted(set(reasons_seen) & HARD_SLOWDOWNS)
         if hard:  # the softer sw_thermal_slowdown is judged on its effect, in choose_normalization
-            noise.append(_throttled(hard))
+            noise.append(throttled(hard))
         others = max((s.other_processes for s in snaps), default=0)
         if others:
             noise.append(f"{others} other process(es) used the GPU during the measurement")
@@ -450,88 +449,5 @@ def make_timer(name: str, *, gpu_available: bool, l2_flush: bool = False,
     return cls.create(gpu_available=gpu_available, nvtx_range=nvtx_range)
 
 
-def measure_compared(timer: Any, fn: Callable[[], Any], policy: SamplingPolicy, fingerprint: Fingerprint, *,
-                     bytes_moved: int | None = None) -> Measurement:
-    """Measure ``fn`` with ``timer``, then choose how it is compared on this card (see choose_normalization)."""
-    return choose_normalization(timer.measure(fn, policy), policy, bytes_moved=bytes_moved,
-                                peak_bandwidth_gbps=fingerprint.peak_memory_bandwidth_gbps,
-                                reference_sm_clock_mhz=fingerprint.max_sm_clock_mhz)
-
-
-CLOCK_EFFECT_LIMIT = 0.01  # compared times may follow a moving SM clock by at most this much (and t < 3)
-
-
-def choose_normalization(measurement: Measurement, policy: SamplingPolicy, *, bytes_moved: int | None,
-                         peak_bandwidth_gbps: float | None,
-                         reference_sm_clock_mhz: float | None) -> Measurement:
-    """Decide whether comparisons use time at a reference SM clock, and record why.
-
-    Then check the compared samples against the clock each batch ran at: when the clock moved (a
-    software thermal slowdown, power capping) and the compared times followed it by more than
-    ``CLOCK_EFFECT_LIMIT`` (significantly), the measurement is NOISY with that evidence; when they
-    did not (normalised compute-bound work, memory-bound kernels), the movement is only noted.
-    """
-    def keep(reason: str) -> Measurement:
-        return replace(measurement, normalization="none", normalization_reason=reason)
-
-    if not is_device_timer(measurement.timer):
-        return keep("host wall clock")
-    return _judge_clock(_normalized(measurement, policy, keep, bytes_moved=bytes_moved,
-                                    peak_bandwidth_gbps=peak_bandwidth_gbps,
-                                    reference_sm_clock_mhz=reference_sm_clock_mhz))
-
-
-def _normalized(measurement: Measurement, policy: SamplingPolicy, keep: Callable[[str], Measurement], *,
-                bytes_moved: int | None, peak_bandwidth_gbps: float | None,
-                reference_sm_clock_mhz: float | None) -> Measurement:
-    """A device-time measurement with its normalisation chosen (before the clock check)."""
-    if policy.normalize == "none":
-        return keep("normalisation off (normalize='none')")
-    if not measurement.sample_sm_clock_mhz or not reference_sm_clock_mhz:
-        return keep("SM clock not readable through NVML")
-    if policy.normalize == "auto" and bytes_moved and peak_bandwidth_gbps:
-        achieved = gbps(bytes_moved, measurement.median_ms)
-        if achieved >= 0.5 * peak_bandwidth_gbps:
-            return keep(f"memory-bound ({achieved:.0f} GB/s, {achieved / peak_bandwidth_gbps:.0%} of "
-                        "peak): the SM clock does not set its speed")
-    return replace(
-        measurement, normalization="sm_clock", reference_sm_clock_mhz=reference_sm_clock_mhz,
-        normalization_reason=f"compared at {reference_sm_clock_mhz:.0f} MHz (the card's max SM clock): "
-        "time x measured clock / reference")
-
-
-def _throttled(reasons: list[str]) -> str:
+def throttled(reasons: list[str]) -> str:
     return "throttled: " + ", ".join(reasons)
-
-
-def _judge_clock(m: Measurement) -> Measurement:
-    """NOISY if the compared samples are exposed to a moving SM clock; otherwise a note on what moved.
-
-    Normalised samples are corrected batch by batch with the clock read in-band, so a software thermal
-    slowdown or power capping is only noted (bench-detect on an H100 under sw_thermal_slowdown: the
-    GEMM's raw times followed the clock with slope ~ -1, the normalised ones did not; stripping the
-    throttle flag left 0 false alarms in 408 A/A comparisons). Samples that are not normalised are
-    checked against the clock: NOISY when they followed it by more than ``CLOCK_EFFECT_LIMIT`` (t >= 3).
-    """
-    clocks = m.sample_sm_clock_mhz
-    soft = sorted(set(m.throttle_reasons) & SOFT_SLOWDOWNS)
-    if not clocks:
-        if soft:  # no per-batch clock to tell its effect: cannot vouch for the times
-            return replace(m, noise_reasons=(*m.noise_reasons, _throttled(soft)))
-        return m
-    lo, hi = min(clocks), max(clocks)
-    if hi <= 1.02 * lo and not soft:
-        return m
-    moved = f"SM clock {lo:.0f}-{hi:.0f} MHz during sampling" + (f" ({', '.join(soft)})" if soft else "")
-    if m.normalization == "sm_clock":
-        return replace(m, normalization_reason=f"{m.normalization_reason}; {moved}, corrected per batch")
-    sens = stats.clock_sensitivity(m.samples_ms, clocks)  # not normalised: the compared samples are these
-    if sens is None:
-        if hi > 1.05 * lo:  # moved, and too few batches to tell whether the times followed
-            return replace(m, noise_reasons=(*m.noise_reasons, f"{moved}; too few batches to tell its effect"))
-        return replace(m, normalization_reason=f"{m.normalization_reason}; {moved}")
-    effect, t = sens
-    if abs(effect) > CLOCK_EFFECT_LIMIT and abs(t) >= 3.0:
-        return replace(m, noise_reasons=(*m.noise_reasons, f"{moved}, and the times followed it "
-                                         f"({effect:+.1%} across that range)"))
-    return replace(m, normalization_reason=f"{m.normalization_reason}; {moved}, times unaffected ({effect:+.1%})")

@@ -52,7 +52,8 @@ def gemm_worker(args: argparse.Namespace) -> None:
 
     from perfci.fingerprint import detect
     from perfci.measurement import SamplingPolicy
-    from perfci.timing import GraphTimer, measure_compared
+    from perfci.normalize import measure_compared
+    from perfci.timing import GraphTimer
 
     fp = detect()
     policy = SamplingPolicy(max_time_s=args.max_time, min_time_s=min(args.min_time, args.max_time))

@@ -91,7 +91,8 @@ def worker(args: argparse.Namespace) -> None:
 
     from perfci.fingerprint import detect
     from perfci.measurement import SamplingPolicy
-    from perfci.timing import GraphTimer, measure_compared
+    from perfci.normalize import measure_compared
+    from perfci.timing import GraphTimer
 
     fp = detect()
     out: dict = {"pid": os.getpid(), "gpu": fp.name, "kernels": {}}

@@ -12,7 +12,8 @@ import pytest
 from perfci import stats
 from perfci.errors import UsageError
 from perfci.measurement import Measurement, SamplingPolicy
-from perfci.timing import WallTimer, choose_normalization, make_timer, run_engine, timer_label
+from perfci.normalize import choose_normalization
+from perfci.timing import WallTimer, make_timer, run_engine, timer_label
 
 
 class FakeClock:
