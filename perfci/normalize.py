@@ -30,6 +30,7 @@ def measure_compared(timer: Any, fn: Callable[[], Any], policy: SamplingPolicy, 
                                 reference_sm_clock_mhz=fingerprint.max_sm_clock_mhz)
 
 
+MEMORY_BOUND = "memory-bound"
 CLOCK_EFFECT_LIMIT = 0.01  # compared times may follow a moving SM clock by at most this much (and t < 3)
 
 
@@ -48,9 +49,20 @@ def choose_normalization(measurement: Measurement, policy: SamplingPolicy, *, by
 
     if not is_device_timer(measurement.timer):
         return keep("host wall clock")
-    return _judge_clock(_normalized(measurement, policy, keep, bytes_moved=bytes_moved,
-                                    peak_bandwidth_gbps=peak_bandwidth_gbps,
-                                    reference_sm_clock_mhz=reference_sm_clock_mhz))
+    chosen = _normalized(measurement, policy, keep, bytes_moved=bytes_moved, peak_bandwidth_gbps=peak_bandwidth_gbps,
+                         reference_sm_clock_mhz=reference_sm_clock_mhz)
+    judged = _judge_clock(chosen)
+    followed = [r for r in judged.noise_reasons if r not in chosen.noise_reasons and "times followed it" in r]
+    if followed and policy.normalize == "auto" and reference_sm_clock_mhz and chosen.normalization_reason.startswith(
+            MEMORY_BOUND):
+        # the declared bytes said memory-bound, but the times themselves followed the SM clock: the kernel
+        # is compute-bound at this size (seen on an H100: cuDNN attention at L512 moved -14..-21 % with the
+        # clock). Compare it at the reference clock rather than call it NOISY.
+        return _judge_clock(replace(
+            measurement, normalization="sm_clock", reference_sm_clock_mhz=reference_sm_clock_mhz,
+            normalization_reason=f"compared at {reference_sm_clock_mhz:.0f} MHz: {chosen.normalization_reason} by its "
+            f"declared bytes, but {followed[0].split(', and ', 1)[-1]}, so the SM clock sets its speed"))
+    return judged
 
 
 def _normalized(measurement: Measurement, policy: SamplingPolicy, keep: Callable[[str], Measurement], *,
@@ -64,7 +76,7 @@ def _normalized(measurement: Measurement, policy: SamplingPolicy, keep: Callable
     if policy.normalize == "auto" and bytes_moved and peak_bandwidth_gbps:
         achieved = gbps(bytes_moved, measurement.median_ms)
         if achieved >= 0.5 * peak_bandwidth_gbps:
-            return keep(f"memory-bound ({achieved:.0f} GB/s, {achieved / peak_bandwidth_gbps:.0%} of "
+            return keep(f"{MEMORY_BOUND} ({achieved:.0f} GB/s, {achieved / peak_bandwidth_gbps:.0%} of "
                         "peak): the SM clock does not set its speed")
     return replace(
         measurement, normalization="sm_clock", reference_sm_clock_mhz=reference_sm_clock_mhz,

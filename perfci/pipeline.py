@@ -265,8 +265,8 @@ def _confirm(args: list[str], first: ResultFile, first_verdict: RunVerdict, name
     first_path, second_path = sibling_results_path(run_path, "first"), sibling_results_path(run_path, "confirm")
     shutil.copyfile(run_path, first_path)
     first = replace(first, path=first_path)
-    log(f"perfci: {len(names)} benchmark(s) read SLOWER in this pass; re-measuring them in a fresh process "
-        "before failing (perfci run --no-confirm skips this):", flush=True)
+    log(f"perfci: {len(names)} benchmark(s) read SLOWER or NOISY in this pass; re-measuring them in a fresh "
+        "process and judging the two runs pooled (perfci run --no-confirm skips this):", flush=True)
     for name in names:
         log(f"  {name}", flush=True)
     second, why_not, interrupted = None, "", False

@@ -230,3 +230,14 @@ def test_a_thermal_slowdown_without_a_clock_reading_is_noisy():
     n = choose_normalization(m, SamplingPolicy(), bytes_moved=None, peak_bandwidth_gbps=3000,
                              reference_sm_clock_mhz=2000)
     assert n.noisy and "throttled: sw_thermal_slowdown" in n.noise_reasons
+
+
+def test_declared_memory_bound_work_whose_times_follow_the_clock_is_compared_at_the_reference_clock():
+    # declared bytes put it at >= 50 % of peak bandwidth, but its time scales with 1 / SM clock (cuDNN
+    # attention at L512 on an H100 did): compute-bound in fact, so normalised rather than NOISY
+    follow, clocks = _batches(CLOCKS, lambda mhz: 2000.0 / mhz)
+    n = choose_normalization(_measurement(follow, clocks), SamplingPolicy(), bytes_moved=3 * 10**9,
+                             peak_bandwidth_gbps=3000, reference_sm_clock_mhz=2000)
+    assert n.normalization == "sm_clock" and not n.noisy
+    assert "declared bytes" in n.normalization_reason and "followed" in n.normalization_reason
+    assert max(n.compared_samples_ms) / min(n.compared_samples_ms) < 1.02

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from perfci.measurement import SamplingPolicy
-from perfci.timing import EventTimer, GraphTimer, make_timer
+from perfci.timing import EventTimer, GraphTimer, make_timer, timer_label
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
@@ -71,7 +71,7 @@ def test_failed_capture_falls_back_to_events_and_leaves_the_rng_usable():
 def test_cold_l2_mode_flushes_before_each_call_with_the_event_timer():
     x = torch.randn(4 * 2**20, device="cuda")
     cold = EventTimer().measure(lambda: x.sum(), SamplingPolicy(**{**QUICK.__dict__, "l2_flush": True}))
-    assert cold.timer == "event" and cold.l2_flush and "cold-L2" in cold.label()
+    assert cold.timer == "event" and cold.l2_flush and "cold-L2" in timer_label(cold)
     assert cold.median_ms > 0
 
 
