@@ -131,6 +131,9 @@ def _print_verdict(verdict: RunVerdict, fp: Fingerprint) -> None:
     """pytest already printed the per-benchmark table: the headline, each regression's evidence, then
     what stayed NOISY with its reason."""
     print(headline(verdict, fp))
+    drift = sorted({line for o in verdict.outcomes for line in o.drift})
+    if drift:
+        print("perfci: against the baseline's machine: " + "; ".join(drift))
     for regressed in verdict.regressions:
         print(regressed.evidence())
     for noisy in verdict.noisy:
