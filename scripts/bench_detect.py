@@ -122,8 +122,9 @@ def analyse_planted(root: Path) -> dict:
     from perfci.stats import median
 
     runs: dict[str, list[dict]] = {label: [] for label in SIZES}
-    for path in sorted((root / "planted").glob("*.json")):
+    for path in sorted((root / "planted").glob("*.json"), key=lambda p: int(p.stem.rsplit("_", 1)[1])):
         doc = json.loads(path.read_text())
+        doc["round"] = int(path.stem.rsplit("_", 1)[1])  # processes of one round ran back to back
         runs[doc["label"]].append(doc)
     bases = runs["base"]
     if len(bases) < 2:
@@ -165,6 +166,7 @@ def analyse_planted(root: Path) -> dict:
         row["perfci_confirmed"] = confirmed_1
         if five_run:
             row["perfci_5run_confirmed"] = confirmed_5
+            row["perfci_5run_ab"] = _ab_confirmed(label, five_run, bases, variants, same)
         table[label] = row
     return {"gpu": bases[0]["gpu"], "fingerprint": bases[0].get("fingerprint"), "sizes": table}
 
@@ -194,6 +196,56 @@ def _confirmed(label: str, baselines: list, docs: list[dict], sides: list, same_
                                                                      docs[k]["gated_median_ms"]))
                 slower += compare_samples(label, base, pooled[j, k]).verdict is Verdict.SLOWER
     return first_verdicts, {"pairs": trials, "slower": slower, "first_pass_slower": first_slower}
+
+
+def _record(doc: dict, label: str):
+    from perfci.record import BenchmarkRecord
+
+    return BenchmarkRecord(name=label, timer="graph", device_time=True, median_ms=doc["median_ms"],
+                           compared_samples_ms=tuple(doc["gated_ms"]), noise_reasons=tuple(doc["noise"]))
+
+
+def _ab_confirmed(label: str, baselines: list, bases: list[dict], docs: list[dict], same: bool,
+                  max_pairs: int = 5) -> dict:
+    """``perfci run --against``: a first-pass SLOWER or NOISY (against a five-run baseline) is A/B'd
+    on the same card: pairs (base process, variant process) of the same round, starting at the round of
+    the process judged, taken until the paired verdict resolves (at least 2 pairs) or ``max_pairs``.
+    For A/A (``same``) a round has one base process, so a pair is two base processes of adjacent
+    rounds (back to back in time, not interleaved): a stricter test than the real A/B."""
+    from perfci.ab import MIN_PAIRS, paired_verdict
+    from perfci.compare import Verdict, compare_samples
+
+    by_round = {d["round"]: d for d in bases}
+    rounds = sorted(by_round)
+    trials = slower = sent = 0
+    pairs_used: list[int] = []
+    for used, base in baselines:
+        for j, doc in enumerate(docs):
+            if same and j in used:
+                continue
+            trials += 1
+            first = compare_samples(label, base, _samples([doc], "gated_ms")[0]).verdict
+            if first not in (Verdict.SLOWER, Verdict.NOISY):
+                continue
+            sent += 1
+            start = rounds.index(doc["round"]) if doc["round"] in by_round else 0
+            order = rounds[start:] + rounds[:start]
+            if same:  # (process r, process r+1): two base processes back to back
+                pairs = [(by_round[r], by_round[order[(i + 1) % len(order)]]) for i, r in enumerate(order)]
+            else:
+                mine = {d["round"]: d for d in docs}
+                pairs = [(by_round[r], mine[r]) for r in order if r in mine]
+            refs, curs, final = [], [], first
+            for ref_doc, cur_doc in pairs[:max_pairs]:
+                refs.append(_record(ref_doc, label))
+                curs.append(_record(cur_doc, label))
+                final = paired_verdict(label, refs, curs).comparison.verdict
+                if len(refs) >= MIN_PAIRS and final in (Verdict.SLOWER, Verdict.FASTER, Verdict.SAME):
+                    break
+            pairs_used.append(len(refs))
+            slower += final is Verdict.SLOWER
+    return {"pairs": trials, "slower": slower, "sent_to_ab": sent,
+            "mean_ab_pairs": round(sum(pairs_used) / len(pairs_used), 2) if pairs_used else 0.0}
 
 
 def _counts(verdicts: list, pairs: int) -> dict:
@@ -288,11 +340,15 @@ def print_report(result: dict) -> None:
                   f"{row['perfci']['noisy']:5d} {_rate(row['median5']):>20s}")
         print("(base row = A/A false alarms; raw / ref clk = median device-time change vs base, as timed and at the "
               "reference SM clock)")
-        print(f"\nwith perfci run's confirmation (a SLOWER re-measured by a second process, judged pooled)\n"
-              f"{'planted work':12s} {'perfci 1-run':>24s} {'perfci 5-run':>26s}")
+        print(f"\nwith perfci run's confirmation (a SLOWER re-measured by a second process, judged pooled), and "
+              f"with perfci run --against (a SLOWER or NOISY A/B'd on the same card, paired per round)\n"
+              f"{'planted work':12s} {'perfci 1-run':>24s} {'perfci 5-run':>26s} {'5-run + A/B':>26s} "
+              f"{'sent to A/B':>11s} {'pairs':>5s}")
         for label, row in planted["sizes"].items():
+            ab = row.get("perfci_5run_ab") or {}
             print(f"{label:12s} {_rate(row.get('perfci_confirmed')):>24s} "
-                  f"{_rate(row.get('perfci_5run_confirmed')):>26s}")
+                  f"{_rate(row.get('perfci_5run_confirmed')):>26s} {_rate(ab):>26s} "
+                  f"{ab.get('sent_to_ab', 0):>11d} {ab.get('mean_ab_pairs', 0.0):>5.2f}")
     aa = result.get("suite_aa") or {}
     if aa:
         print(f"\nsuite A/A on {aa['gpu']}: {aa['runs']} fresh-process runs x {aa['benchmarks']} benchmarks, each "
