@@ -178,6 +178,16 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
         machine_info["perfci"] = session.fingerprint.machine_info()
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_benchmark_compare_machine_info(config: pytest.Config, benchmarksession: Any, machine_info: dict[str, Any],
+                                          compared_benchmark: dict[str, Any]) -> None:
+    """perfci's block of the compared run is checked by perfci itself (at the first perf call, which refuses
+    another GPU model); before it, this session has no block yet, which is no machine difference."""
+    theirs = (compared_benchmark.get("machine_info") or {}).get("perfci")
+    if theirs is not None and "perfci" not in machine_info:
+        machine_info["perfci"] = theirs
+
+
 def pytest_deselected(items: list[pytest.Item]) -> None:
     if items:
         deselected = items[0].config.stash.setdefault(_DESELECTED, set())
