@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The gate on a lent GPU, as a new user meets it (issue 11 targets). Run on the device machine from the
 # repository root, with the wheels of .whl (nvtx, plotly) carried. Usage:
-#   scripts/device_gate_check.sh OUT_DIR STEP...   steps: env gputests run1 run2 run3 against
+#   scripts/device_gate_check.sh OUT_DIR STEP...   steps: env gputests run1 run2 run3 against bdplanted ncu
 # OLD_TREE=DIR (optional): copy DIR/kernels and DIR/tests/perf over the checkout first, so the suite is the
 # tree the shipped baseline was measured from (an "unchanged tree" with this perfci).
 set -uo pipefail
@@ -20,6 +20,12 @@ for step in "$@"; do
     against)
       git init -q . 2>/dev/null; git -c user.email=d@d -c user.name=d add -A >/dev/null; git -c user.email=d@d -c user.name=d commit -qm tree >/dev/null
       perfci run --against HEAD --report-dir "$out/against" --results-dir "$out/results_against" > "$out/against.log" 2>&1; echo "against exit $?" ;;
+    bdplanted)  # planted GEMM slowdowns, one process per job; the per-process files come back as one tarball
+      python3 scripts/bench_detect.py --collect-only --dir /tmp/bd --suite-runs 0 --planted-processes "${BD_PROCESSES:-10}" \
+        --max-time 1.0 --min-time 0.5 > "$out/bdplanted.log" 2>&1; echo "bdplanted exit $?"
+      tar -czf "$out/bdplanted.tgz" -C /tmp/bd planted ;;
+    ncu) perfci profile --ncu -k "test_flash_forward and L4096-d128-full-ours or test_copy_256mb" -o /tmp/ncu \
+           > "$out/ncu.log" 2>&1; echo "ncu exit $?"; cp /tmp/ncu/ncu_summary.json "$out/ncu_summary.json" 2>/dev/null ;;
   esac
   echo "$step took $(( $(date +%s) - start )) s"
   grep -h "^perfci: \(no regression\|REGRESSION\)" "$out/$step.log" 2>/dev/null | tail -1
