@@ -53,8 +53,12 @@ bench-flash: install
 bench-all: install
 	$(BIN)/perfci run --report-dir reports/all tests/perf $(BENCH_ARGS)
 
+## the report of the newest run against this GPU's baseline, with every stored run as history
 report: install
-	$(BIN)/perfci report $$(ls -tr .perfci/results/*_run.json | tail -2) -o $(REPORT_DIR)
+	@newest=$$(ls -t .perfci/results/*_run.json 2>/dev/null | head -1); \
+	if [ -z "$$newest" ]; then echo "make report: no run yet (make bench first)" >&2; exit 2; fi; \
+	base=$$($(BIN)/perfci env --json | $(PY) -c 'import json,sys; d=json.load(sys.stdin); print(d["baseline_file"] if d["baseline_exists"] else "")'); \
+	$(BIN)/perfci report $$base $$newest --history .perfci/results -o $(REPORT_DIR)
 
 lint: install
 	@if $(PY) -m ruff --version >/dev/null 2>&1; then $(PY) -m ruff check perfci kernels tests scripts; \

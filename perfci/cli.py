@@ -125,9 +125,14 @@ def build_parser() -> argparse.ArgumentParser:
     mrg.add_argument("results", type=Path, nargs="+", metavar="RESULTS")
     mrg.add_argument("-o", "--out", type=Path, required=True, help="the merged result file")
 
-    rep = sub.add_parser("report", help="plotly HTML report + Markdown summary of result files", epilog=EPILOG)
-    rep.add_argument("results", type=Path, nargs="+")
+    rep = sub.add_parser("report", help="HTML report + Markdown summary of result files", epilog=EPILOG,
+                         description="Write report.html (self-contained), summary.md and verdict.json for result "
+                         "files: with two or more, the last is judged against the first (exit code as `perfci "
+                         "compare`).")
+    rep.add_argument("results", type=Path, nargs="+", metavar="RESULTS")
     rep.add_argument("-o", "--out", type=Path, required=True, help="output directory")
+    rep.add_argument("--history", type=Path, default=None, metavar="DIR",
+                     help="older result files (*.json in DIR, oldest first by name) for the history charts")
 
     env = sub.add_parser("env", help="this machine's GPU fingerprint and baseline key", epilog=EPILOG)
     env.add_argument("--json", action="store_true", help="print JSON")

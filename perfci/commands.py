@@ -262,7 +262,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     verdict, fp = _judge_pair(old, new)
     print(terminal_table(verdict, fp))
     if args.report_dir:
-        write_report([old, new], verdict, args.report_dir, f"perfci compare {old.path.name} -> {new.path.name}")
+        write_report([old, new], verdict, args.report_dir, f"perfci compare {old.path.name} -> {new.path.name}",
+                     baseline=old.path)
     return verdict.exit_code
 
 
@@ -276,14 +277,21 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     results = [load_results(p) for p in args.results]
+    history = []
+    if args.history is not None:
+        if not args.history.is_dir():
+            raise BadInputError(f"--history {args.history} is not a directory", hint="name a folder of result files")
+        named = {p.resolve() for p in args.results}
+        history = [load_results(p) for p in sorted(args.history.glob("*.json")) if p.resolve() not in named]
     verdict: RunVerdict | None = None
     if len(results) >= 2:
         verdict, fp = _judge_pair(results[0], results[-1])
-    paths = write_report(results, verdict, args.out, "perfci report")
+    paths = write_report(results, verdict, args.out, "perfci report", history=[*history, *results[:-1]],
+                         baseline=results[0].path if verdict is not None else None)
     if verdict is not None:
         print(headline(verdict, fp))
     print("perfci: wrote " + ", ".join(str(p) for p in paths))
-    return EXIT_OK
+    return verdict.exit_code if verdict is not None else EXIT_OK
 
 
 def cmd_env(args: argparse.Namespace) -> int:

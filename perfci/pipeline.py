@@ -191,8 +191,9 @@ def _finish(options: RunOptions, fp: Fingerprint, baseline: ResultFile | None, n
             verdict = replace(verdict, problems=(*verdict.problems, f"--profile {options.profile}: {exc}"))
     paths: tuple[Path, ...] = ()
     if options.report_dir is not None:
-        paths = tuple(write_report([r for r in (baseline, new) if r is not None and r.benchmarks], verdict,
-                                   options.report_dir, f"{options.title} on {fp.name}"))
+        stored = baseline if baseline is not None and baseline.benchmarks else None
+        paths = tuple(write_report([r for r in (stored, new) if r is not None], verdict, options.report_dir,
+                                   f"{options.title} on {fp.name}", baseline=stored.path if stored else None))
     if github and in_github_actions():
         github_outputs(verdict, fp, Path.cwd())
     return paths, verdict

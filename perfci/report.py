@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import html
 import math
 import os
 from collections.abc import Sequence
@@ -82,8 +81,12 @@ def timing_gated(verdict: RunVerdict) -> bool:
 def headline(verdict: RunVerdict, fingerprint: Fingerprint) -> str:
     """The one line every output starts with; its counts are ``verdict.counts()``, worst first."""
     counts = ", ".join(_count_label(verdict, k, n) for k, n in verdict.counts().items())
-    failing = len(verdict.regressions) or len(verdict.errors)
-    status = f"REGRESSION ({failing} failing)" if verdict.exit_code else "no regression"
+    if verdict.regressions:
+        status = f"REGRESSION ({len(verdict.regressions)} failing)"
+    elif verdict.problems:
+        status = f"no regression, but {len(verdict.problems)} infrastructure problem(s)"
+    else:
+        status = "no regression"
     mode = "" if fingerprint.gpu_available else " [CPU mode: host wall-clock times, timing not gated]"
     return f"perfci: {status} on {fingerprint.name}{mode} - {counts or 'nothing run'}"
 
@@ -216,46 +219,13 @@ def github_outputs(verdict: RunVerdict, fingerprint: Fingerprint, root: Path) ->
         print(line)
 
 
-def html_report(results: Sequence[ResultFile], summary_md: str | None, title: str) -> str:
-    """A self-contained plotly page: the verdict summary, then median device time per benchmark per run."""
-    try:
-        import plotly.graph_objects as go
-    except ImportError:
-        go = None
-    names = sorted({n for r in results for n in r.benchmarks})
-    parts = [f"<h1>{html.escape(title)}</h1>"]
-    if summary_md is not None:
-        parts.append("<pre>" + html.escape(summary_md) + "</pre>")
-    if go is None:
-        parts.append("<p>plotly is not installed: charts omitted (pip install plotly).</p>")
-    else:
-        fig = go.Figure()
-        for r in results:
-            medians = [r.benchmarks[n].median_ms if n in r.benchmarks else None for n in names]
-            fig.add_bar(name=str(r.path.name), x=names, y=medians)
-        fig.update_layout(barmode="group", yaxis_title="median device time (ms)", yaxis_type="log",
-                          height=600, margin={"b": 250})
-        parts.append(fig.to_html(full_html=False, include_plotlyjs=True))
-        box = go.Figure()
-        for r in results:
-            for n in names:
-                b = r.benchmarks.get(n)
-                if b is not None and b.compared_samples_ms:
-                    box.add_box(y=list(b.compared_samples_ms), name=f"{n} [{r.path.name}]", boxpoints=False)
-        box.update_layout(yaxis_title="samples compared (ms)", yaxis_type="log", showlegend=False, height=600)
-        parts.append(box.to_html(full_html=False, include_plotlyjs=False))
-    body = "\n".join(parts)
-    return f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head>" \
-           f"<body>{body}</body></html>\n"
-
-
 def _fp_of(results: Sequence[ResultFile]) -> Fingerprint:
     recorded = Fingerprint.recorded(results[-1].fingerprint) if results else None
     return recorded or Fingerprint(False, "unknown", "unknown")
 
 
 def write_report(results: Sequence[ResultFile], verdict: RunVerdict | None, out_dir: Path, title: str, *,
-                 baseline: Path | None = None) -> list[Path]:
+                 baseline: Path | None = None, history: Sequence[ResultFile] = ()) -> list[Path]:
     """Write report.html, summary.md and verdict.json into ``out_dir``; returns the paths.
 
     verdict.json has the same counts and headline as the terminal table and summary.md, plus the
@@ -266,7 +236,14 @@ def write_report(results: Sequence[ResultFile], verdict: RunVerdict | None, out_
     fingerprint = _fp_of(results)
     summary_md = markdown_summary(verdict, fingerprint) if verdict is not None else None
     paths = [out_dir / "report.html"]
-    paths[0].write_text(html_report(results, summary_md, title), encoding="utf-8")
+    from perfci.html_report import render  # plotly is imported only when a report is written
+
+    base_file = results[0] if verdict is not None and len(results) >= 2 else None
+    paths[0].write_text(render(verdict, results, baseline=base_file, fingerprint=fingerprint, title=title,
+                               history=history or (results[:-1] if len(results) > 2 else ())), encoding="utf-8")
+    if verdict is None:  # no verdict: a summary or verdict.json left from an earlier report would contradict the page
+        for stale in ("summary.md", "verdict.json"):
+            (out_dir / stale).unlink(missing_ok=True)
     if verdict is not None:
         (out_dir / "summary.md").write_text(summary_md or "", encoding="utf-8")
         recorded = results[-1].fingerprint if results else {}
@@ -274,7 +251,7 @@ def write_report(results: Sequence[ResultFile], verdict: RunVerdict | None, out_
                "counts": verdict.counts(), "missing": list(verdict.missing),
                "fingerprint": dict(recorded) if recorded else fingerprint.machine_info(),
                "baseline": str(baseline) if baseline is not None else None,
-               "timing_gated": timing_gated(verdict),
+               "timing_gated": timing_gated(verdict), "problems": list(verdict.problems),
                "written": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                "benchmarks": [{"name": o.name, "verdict": str(o.verdict), "failed": o.failed,
                                "median_ms": o.median_ms if math.isfinite(o.median_ms) else None,

@@ -221,3 +221,20 @@ def test_gpus_runs_a_pinned_worker_per_device_and_merges_them(tmp_path):
     assert (root / "reports" / "latest" / "verdict.json").exists()
     bad = perfci("run", "--gpus", "0,0", cwd=root)
     assert bad.returncode == 2 and "distinct device indices" in bad.stderr
+
+
+def test_report_exits_like_compare_and_replaces_a_stale_summary(tmp_path):
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(result_doc({"t::a": 1.0, "t::b": 2.0}, seed=1)))
+    slow = tmp_path / "history" / "new.json"
+    slow.parent.mkdir()
+    slow.write_text(json.dumps(result_doc({"t::a": 1.25, "t::b": 2.0}, seed=2)))
+    (tmp_path / "history" / "older.json").write_text(json.dumps(result_doc({"t::a": 1.0, "t::b": 2.0}, seed=3)))
+    res = perfci("report", str(base), str(slow), "--history", str(slow.parent), "-o", "out", cwd=tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr  # a regression, as `perfci compare` says
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "t::a" in page and "SLOWER" in page
+    assert json.loads((tmp_path / "out" / "verdict.json").read_text())["exit_code"] == 1
+    again = perfci("report", str(slow), "-o", "out", cwd=tmp_path)  # one file: no verdict
+    assert again.returncode == 0 and not (tmp_path / "out" / "summary.md").exists()
+    assert not (tmp_path / "out" / "verdict.json").exists()
