@@ -29,13 +29,20 @@ def pytest_unconfigure(config):
 """
 
 
+def _heavy(res: pytest.RunResult) -> set[str]:
+    """The heavy modules a session had imported by its end (from IMPORT_PROBE's line)."""
+    line = next(x for x in res.stdout.lines if x.startswith("HEAVY_IMPORTS="))
+    return set(filter(None, line.split("=", 1)[1].split(",")))
+
+
 def test_a_session_without_perf_imports_no_torch_or_numpy_and_keeps_pytest_benchmarks_files(pytester):
     pytester.makeconftest(IMPORT_PROBE)
     pytester.makepyfile(test_plain=PLAIN)
     res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", "--benchmark-autosave",
                                         "--benchmark-json=out.json", "--benchmark-max-time=0.01")
     res.assert_outcomes(passed=2)
-    assert "HEAVY_IMPORTS=\n" in res.stdout.str() + "\n", res.stdout.str()[-2000:]
+    assert _heavy(res) == _heavy(pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", "-p", "no:perfci")), \
+        "perfci imported torch/numpy/triton in a session without perf tests"
     assert "perfci" not in res.stdout.str().replace("plugins: perfci", "")
     from pytest_benchmark.utils import get_machine_id
 
@@ -50,7 +57,8 @@ def test_collect_only_and_help_import_nothing_heavy(pytester):
     pytester.makeconftest(IMPORT_PROBE)
     pytester.makepyfile(test_plain=PLAIN)
     res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--collect-only", "-q", "-s")
-    assert "HEAVY_IMPORTS=\n" in res.stdout.str() + "\n"
+    assert _heavy(res) == _heavy(
+        pytester.runpytest_subprocess("-p", "no:cacheprovider", "--collect-only", "-q", "-s", "-p", "no:perfci"))
 
 
 def test_project_own_perf_fixture_wins_and_perfci_says_so_once(pytester):
@@ -124,3 +132,40 @@ def test_plugin_modules_import_without_torch(module):
             "print(bad); raise SystemExit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU")
+def test_cuda_is_not_initialised_before_the_first_perf_call(pytester):
+    """A plain test that forks a CUDA child works next to perf tests (CUDA is first touched by `perf`)."""
+    pytester.makepyfile(test_mixed="""
+        import multiprocessing as mp
+
+        def child(q):
+            import torch
+            q.put(float(torch.ones(1, device="cuda").sum()))
+
+        def test_a_forks_a_cuda_child():
+            import torch
+            assert not torch.cuda.is_initialized()
+            ctx = mp.get_context("fork")
+            q = ctx.Queue()
+            p = ctx.Process(target=child, args=(q,))
+            p.start()
+            p.join(60)
+            assert p.exitcode == 0 and q.get(timeout=5) == 1.0
+
+        def test_b_perf(perf):
+            import torch
+            perf(torch.neg, torch.ones(1024, device="cuda"))
+    """)
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--perfci-max-time=0.2", "--perfci-min-time=0.05")
+    res.assert_outcomes(passed=2)

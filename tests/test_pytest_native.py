@@ -16,7 +16,8 @@ from perfci.names import NameMatcher, prefix_between
 from perfci.record import ERRORS_KEY, load_results, write_results
 from perfci.report import display_names, headline, markdown_summary, terminal_table, write_report
 
-FAST = ["--perfci-max-time=0.05", "--perfci-min-time=0.01", "-p", "no:cacheprovider"]
+# on a GPU these tiny benchmarks' device times are gated: a wide threshold keeps the tests about structure
+FAST = ["--perfci-max-time=0.05", "--perfci-min-time=0.01", "--perfci-threshold=90%", "-p", "no:cacheprovider"]
 
 CLEAN = """
 import torch
@@ -176,6 +177,7 @@ def test_error_file_is_written_when_nothing_was_measured(pytester):
         "test_ops.py::test_boom": "ZeroDivisionError: division by zero"}
 
 
+@pytest.mark.skipif(detect().gpu_available, reason="CPU mode only")
 def test_cpu_mode_skips_gpu_only_options_with_one_note_and_keeps_cpu_rules(pytester):
     pytester.makepyfile(test_ops="""
         import pytest, torch
