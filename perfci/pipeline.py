@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from perfci.baseline import baseline_path, describe_available, load_or_empty
 from perfci.confirm import merge, to_confirm, with_notes
@@ -184,22 +185,25 @@ def _finish(options: RunOptions, fp: Fingerprint, baseline: ResultFile | None, n
     """The Nsight pass when asked, the report, and the GitHub outputs the passes left to the final verdict.
     A profiler that is missing or fails leaves the verdict and the report standing and is reported (exit 3
     when nothing regressed)."""
+    roofline = None
     if options.profile is not None:
         try:
-            verdict = _nsight_pass(options, fp, new, verdict)
+            verdict, roofline = _nsight_pass(options, fp, new, verdict)
         except PerfCIError as exc:
             verdict = replace(verdict, problems=(*verdict.problems, f"--profile {options.profile}: {exc}"))
     paths: tuple[Path, ...] = ()
     if options.report_dir is not None:
         stored = baseline if baseline is not None and baseline.benchmarks else None
         paths = tuple(write_report([r for r in (stored, new) if r is not None], verdict, options.report_dir,
-                                   f"{options.title} on {fp.name}", baseline=stored.path if stored else None))
+                                   f"{options.title} on {fp.name}", baseline=stored.path if stored else None,
+                                   roofline=roofline))
     if github and in_github_actions():
         github_outputs(verdict, fp, Path.cwd())
     return paths, verdict
 
 
-def _nsight_pass(options: RunOptions, fp: Fingerprint, new: ResultFile, verdict: RunVerdict) -> RunVerdict:
+def _nsight_pass(options: RunOptions, fp: Fingerprint, new: ResultFile,
+                 verdict: RunVerdict) -> tuple[RunVerdict, dict[str, Any] | None]:
     """Profile the run's benchmarks under Nsight into ``<report dir>/<tool>/``; with ncu, a kernel that
     moved from compute-bound to memory-bound, or lost tensor-pipe use, against the baseline's stored
     ``ncu_summary.json`` is noted on its benchmark. A missing tool fails here (exit 3) after the run."""
@@ -209,16 +213,17 @@ def _nsight_pass(options: RunOptions, fp: Fingerprint, new: ResultFile, verdict:
     out = Path(options.report_dir or options.results_dir) / options.profile
     names = sorted(new.benchmarks)
     done = registry()[options.profile].run([*options.pytest_args, *(f"--perfci-select={n}" for n in names)], out)
-    if options.profile != "ncu" or done.summary is None or options.baselines is None:
-        return verdict
-    stored = baseline_path(options.baselines, fp.slug).with_name(NCU_BASELINE)
-    if not stored.exists():
-        return verdict
+    if options.profile != "ncu" or done.summary is None:
+        return verdict, None
+    summary = read_json(done.summary, "ncu summary")  # the roofline of the report
+    stored = baseline_path(options.baselines, fp.slug).with_name(NCU_BASELINE) if options.baselines else None
+    if stored is None or not stored.exists():
+        return verdict, summary
     from perfci.ncu import bound_changes
 
-    changes = bound_changes(read_json(stored, "baseline ncu summary"), read_json(done.summary, "ncu summary"))
+    changes = bound_changes(read_json(stored, "baseline ncu summary"), summary)
     return replace(verdict, outcomes=tuple(replace(o, notes=(*o.notes, *(f"ncu: {c}" for c in changes[o.name])))
-                                           if o.name in changes else o for o in verdict.outcomes))
+                                           if o.name in changes else o for o in verdict.outcomes)), summary
 
 
 def _run_against(options: RunOptions, fp: Fingerprint, baseline: ResultFile | None, log: Log) -> RunOutcome:

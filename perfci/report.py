@@ -5,8 +5,9 @@ from __future__ import annotations
 import datetime as dt
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from perfci.fingerprint import Fingerprint
 from perfci.gate import BenchmarkOutcome, RunVerdict
@@ -225,7 +226,8 @@ def _fp_of(results: Sequence[ResultFile]) -> Fingerprint:
 
 
 def write_report(results: Sequence[ResultFile], verdict: RunVerdict | None, out_dir: Path, title: str, *,
-                 baseline: Path | None = None, history: Sequence[ResultFile] = ()) -> list[Path]:
+                 baseline: Path | None = None, history: Sequence[ResultFile] = (),
+                 roofline: Mapping[str, Any] | None = None) -> list[Path]:
     """Write report.html, summary.md and verdict.json into ``out_dir``; returns the paths.
 
     verdict.json has the same counts and headline as the terminal table and summary.md, plus the
@@ -240,7 +242,8 @@ def write_report(results: Sequence[ResultFile], verdict: RunVerdict | None, out_
 
     base_file = results[0] if verdict is not None and len(results) >= 2 else None
     paths[0].write_text(render(verdict, results, baseline=base_file, fingerprint=fingerprint, title=title,
-                               history=history or (results[:-1] if len(results) > 2 else ())), encoding="utf-8")
+                               history=history or (results[:-1] if len(results) > 2 else ()), roofline=roofline),
+                        encoding="utf-8")
     if verdict is None:  # no verdict: a summary or verdict.json left from an earlier report would contradict the page
         for stale in ("summary.md", "verdict.json"):
             (out_dir / stale).unlink(missing_ok=True)
