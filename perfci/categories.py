@@ -1,13 +1,18 @@
 """Rule tables for the profile stage: what a kernel or an aten op *is*.
 
 Everything here is data plus tiny lookups, so that the analysers in :mod:`perfci.trace` stay
-table-driven. Kernel names are matched by ordered ``(pattern, category, kind)`` rules, first hit
+table-driven; the last section says what a source file is for culprits (project, library,
+skipped). Kernel names are matched by ordered ``(pattern, category, kind)`` rules, first hit
 wins; aten ops are looked up by exact name.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import sys
+import sysconfig
 from dataclasses import dataclass
 
 # --- categories -------------------------------------------------------------------------------
@@ -276,3 +281,76 @@ def op_category(name: str) -> tuple[str, str]:
     if name in ELEMENTWISE_OPS:
         return "elementwise", ""
     return "other", ""
+
+
+# --- source files: project, library or skipped (culprit frames) ------------------------------------------------------
+# A frame is *skipped* (torch, perfci, pytest, the standard library, generated code), library code
+# (*installed* in site-packages / dist-packages, e.g. transformers, or *outside* the working
+# directory, e.g. a package on sys.path elsewhere), or *project* code (the tests and the code under
+# test, below the working directory). The culprit is the deepest project frame; the library frames
+# below it are its stack.
+
+SKIP, INSTALLED, OUTSIDE, PROJECT = "skip", "installed", "outside", "project"
+SKIP_PACKAGES = frozenset(
+    {"torch", "perfci", "pytest", "_pytest", "pluggy", "triton", "functorch", "typing_extensions",
+     "pytest_benchmark", "xdist", "execnet"}
+)
+_PACKAGE_DIRS = ("site-packages", "dist-packages")
+
+
+def _skip_roots() -> tuple[str, ...]:
+    roots = {os.path.dirname(os.path.abspath(__file__))}
+    paths = sysconfig.get_paths()
+    for key in ("stdlib", "platstdlib"):
+        with contextlib.suppress(KeyError):
+            roots.add(os.path.abspath(paths[key]))
+    for module in ("torch", "pytest", "_pytest", "pluggy", "triton"):
+        mod = sys.modules.get(module)
+        if mod is not None and getattr(mod, "__file__", None):
+            roots.add(os.path.dirname(os.path.abspath(mod.__file__)))
+    return tuple(sorted(roots))
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+_KIND_CACHE: dict[tuple[str, str], str] = {}
+
+
+def file_kind(filename: str) -> str:
+    """``skip``, ``installed``, ``outside`` or ``project`` for a source file (cached per file and working directory)."""
+    cwd = os.getcwd()
+    key = (filename, cwd)
+    kind = _KIND_CACHE.get(key)
+    if kind is None:
+        path = os.path.abspath(filename)
+        parts = path.split(os.sep)
+        if filename.startswith("<"):
+            kind = SKIP
+        elif any(p in _PACKAGE_DIRS for p in parts):
+            # site-packages may lie below the stdlib folder (/usr/local/lib/python3.X/site-packages)
+            root = next(i for i, p in enumerate(parts) if p in _PACKAGE_DIRS)
+            top = parts[root + 1] if root + 1 < len(parts) else ""
+            kind = SKIP if top.split(".", 1)[0].removesuffix(".py") in SKIP_PACKAGES else INSTALLED
+        elif any(_under(path, root) for root in _skip_roots()):
+            kind = SKIP
+        else:
+            kind = PROJECT if _under(path, cwd) else OUTSIDE
+        _KIND_CACHE[key] = kind
+    return kind
+
+
+def display_path(filename: str) -> str:
+    """Installed files relative to their site-packages (the same on every machine), project files to
+    the working directory, others absolute."""
+    path = os.path.abspath(filename)
+    parts = path.split(os.sep)
+    for i in range(len(parts) - 1, -1, -1):
+        if parts[i] in _PACKAGE_DIRS:
+            return "/".join(parts[i + 1:])
+    with contextlib.suppress(ValueError):
+        rel = os.path.relpath(path)
+        if not rel.startswith(".."):
+            return rel
+    return path

@@ -54,7 +54,8 @@ def _label(record: KernelRecord) -> str:
 
 
 def _at(culprit: Culprit | None) -> str:
-    return f" at {culprit}" if culprit is not None else " (no user frame found)"
+    """`` at <user line>``, and when a library made the call ``<- <its line> via <frames between>``."""
+    return f" at {culprit.describe()}" if culprit is not None else " (no user frame found)"
 
 
 def _record_finding(rule: str, record: KernelRecord, count: int | None = None) -> Finding:
@@ -266,9 +267,18 @@ def _count(records: Iterable[KernelRecord | SyncRecord]) -> int:
 def _new_records(current: list[R], base: list[R]) -> list[R]:
     """The current records (kernels or syncs) to blame for an increase: those whose culprit the baseline
     did not have."""
-    seen = {(b.culprit.file, b.culprit.function) if b.culprit else None for b in base}
-    fresh = [k for k in current if ((k.culprit.file, k.culprit.function) if k.culprit else None) not in seen]
+    seen = {_where(b.culprit) for b in base}
+    fresh = [k for k in current if _where(k.culprit) not in seen]
     return fresh or current
+
+
+def _where(culprit: Culprit | None) -> tuple[str, str, str | None, str | None] | None:
+    """A culprit's place, line numbers left out (edits above it move them): the user function and
+    the library function that made the call (several records share the test's line)."""
+    if culprit is None:
+        return None
+    origin = culprit.origin
+    return (culprit.file, culprit.function, origin.file if origin else None, origin.function if origin else None)
 
 
 def _copy_findings(profile: KernelProfile, baseline: KernelProfile) -> list[Finding]:

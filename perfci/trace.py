@@ -7,8 +7,10 @@ exact integers when the code is deterministic.
 
 Culprits: the profiler's own stack only knows the line where a Python function *starts*, so while
 profiling a ``TorchFunctionMode`` wraps every torch call made from user code in a zero-cost
-``perfci.site <file>:<line> (<function>)`` range. Kernels and ops inside such a range are blamed
-on that line; otherwise the profiler's Python stack (function start line) is the fallback.
+``perfci.site <file>:<line> (<function>) || <library frames>`` range. Kernels and ops inside such a
+range are blamed on that line (the test's, or the code under test's) and carry the library frames
+below it (``Culprit.stack``: e.g. the line of transformers' ``modeling_llama.py`` that made the
+copy); otherwise the profiler's Python stack (function start line) is the fallback.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from perfci.errors import BadInputError, UsageError
 from perfci.kernelrows import KernelRow, format_rows
 from perfci.tracetable import (
     CALL_MARK,
-    SITE_PREFIX,
     Culprit,
     Table,
     build_table,
@@ -35,8 +36,8 @@ from perfci.tracetable import (
     op_hits,
     peak_cpu_memory,
     sdpa_backend,
+    site_marker,
     sync_hits,
-    user_frame,
 )
 from perfci.units import format_bytes
 
@@ -121,6 +122,7 @@ class KernelProfile:
             "calls": self.calls_profiled,
             "sdpa_backend": self.sdpa_backend,
             "sdpa_at": _culprit_text(self.sdpa_culprit),
+            **_stack_of(self.sdpa_culprit, "sdpa_via"),
             "launches_per_call": self.launches_per_call,
             "peak_memory_bytes": self.peak_memory_bytes,
             "copy_bytes_per_call": self.copy_bytes_per_call,
@@ -128,10 +130,12 @@ class KernelProfile:
             "notes": list(self.notes),
             "kernels": [
                 {"name": k.name, "cat": k.category, "kind": k.kind, "n": k.count_per_call,
-                 "us": k.time_us_per_call, "bytes": k.bytes_per_call, "at": _culprit_text(k.culprit)}
+                 "us": k.time_us_per_call, "bytes": k.bytes_per_call, "at": _culprit_text(k.culprit),
+                 **_stack_of(k.culprit)}
                 for k in self.kernels
             ],
-            "syncs": [{"kind": s.kind, "n": s.count_per_call, "at": _culprit_text(s.culprit)} for s in self.syncs],
+            "syncs": [{"kind": s.kind, "n": s.count_per_call, "at": _culprit_text(s.culprit), **_stack_of(s.culprit)}
+                      for s in self.syncs],
         }
 
     @classmethod
@@ -148,10 +152,10 @@ class KernelProfile:
                 raise ValueError(f"status {status!r}")
             kernels = tuple(
                 KernelRecord(str(k["name"]), str(k["cat"]), float(k["n"]), float(k["us"]), int(k["bytes"]),
-                             _culprit_from(k.get("at")), str(k.get("kind", "")))
+                             _culprit_from(k.get("at"), k.get("via")), str(k.get("kind", "")))
                 for k in data.get("kernels", ())
             )
-            syncs = tuple(SyncRecord(str(s["kind"]), float(s["n"]), _culprit_from(s.get("at")))
+            syncs = tuple(SyncRecord(str(s["kind"]), float(s["n"]), _culprit_from(s.get("at"), s.get("via")))
                           for s in data.get("syncs", ()))
             peak = data.get("peak_memory_bytes")
             backend = data.get("sdpa_backend")
@@ -169,7 +173,7 @@ class KernelProfile:
                 copy_bytes_per_call=int(data["copy_bytes_per_call"]),
                 device=str(data.get("device", "")),
                 notes=tuple(str(n) for n in data.get("notes", ())),
-                sdpa_culprit=_culprit_from(data.get("sdpa_at")),
+                sdpa_culprit=_culprit_from(data.get("sdpa_at"), data.get("sdpa_via")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BadInputError(f"malformed stored profile: {type(exc).__name__}: {exc}") from None
@@ -179,12 +183,20 @@ def _culprit_text(culprit: Culprit | None) -> str | None:
     return None if culprit is None else str(culprit)
 
 
-def _culprit_from(text: object) -> Culprit | None:
+def _stack_of(culprit: Culprit | None, key: str = "via") -> dict[str, list[str]]:
+    """The library frames below a culprit, innermost first, under ``key`` (absent when there are none:
+    profiles stored before they were recorded load unchanged)."""
+    return {key: [str(f) for f in culprit.stack]} if culprit is not None and culprit.stack else {}
+
+
+def _culprit_from(text: object, via: object = None) -> Culprit | None:
     if text is None:
         return None
     if not isinstance(text, str):
         raise BadInputError(f"culprit must be a string, got {type(text).__name__}")
-    return Culprit.parse(text)
+    if via is not None and not (isinstance(via, list) and all(isinstance(f, str) for f in via)):
+        raise BadInputError(f"a culprit's 'via' must be a list of 'file:line (function)' strings, got {via!r}")
+    return Culprit.parse(text, tuple(via or ()))
 
 
 # --- profiling --------------------------------------------------------------------------------
@@ -220,10 +232,10 @@ def _site_mode() -> Any:
             kwargs = kwargs or {}
             if getattr(func, "__name__", "") == "__get__" or is_compiling():
                 return func(*args, **kwargs)
-            site = user_frame(sys._getframe(1))
+            site = site_marker(sys._getframe(1))
             if site is None:
                 return func(*args, **kwargs)
-            with marker(f"{SITE_PREFIX}{site}"):
+            with marker(site):
                 return func(*args, **kwargs)
 
     _SITE_MODE.append(_SiteMode())
@@ -237,10 +249,10 @@ def _sites(torch: Any):
     marker = _site_marker()
 
     def synchronize(device: Any = None) -> None:
-        site = user_frame(sys._getframe(1))
+        site = site_marker(sys._getframe(1))
         if site is None:
             return original(device)
-        with marker(f"{SITE_PREFIX}{site}"):
+        with marker(site):
             return original(device)
 
     torch.cuda.synchronize = synchronize
@@ -395,11 +407,11 @@ def profile_rows(benchmark: str, profile: KernelProfile) -> list[KernelRow]:
     become rows of category ``sync`` so that they show beside the kernels."""
     calls = max(profile.calls_profiled, 1)
     rows = [KernelRow(benchmark, k.name, k.category, k.kind, round(k.count_per_call * calls),
-                      k.time_us_per_call * calls / 1e3, str(k.culprit) if k.culprit else None,
+                      k.time_us_per_call * calls / 1e3, k.culprit.describe() if k.culprit else None,
                       {"bytes_per_call": float(k.bytes_per_call)} if k.bytes_per_call else {})
             for k in profile.kernels]
     rows += [KernelRow(benchmark, "(host waits for device)", "sync", s.kind, round(s.count_per_call * calls), 0.0,
-                       str(s.culprit) if s.culprit else None) for s in profile.syncs]
+                       s.culprit.describe() if s.culprit else None) for s in profile.syncs]
     return rows
 
 

@@ -98,6 +98,7 @@ def assert_points_at(culprit: Culprit | None, fn, needle: str) -> None:
     assert Path(culprit.file).resolve() == Path(__file__).resolve()
     assert culprit.line == line_of(fn, needle)
     assert culprit.function in (fn.__name__, "<genexpr>")
+    assert culprit.stack == ()  # project code only: no library frames below the line
 
 
 @pytest.fixture(scope="module")
