@@ -404,7 +404,8 @@ def _precision_noise(result: EngineResult, policy: SamplingPolicy) -> tuple[str,
     return tuple(reasons)
 
 
-TIMERS: dict[str, Any] = {"graph": GraphTimer, "event": EventTimer, "wall": WallTimer}
+TIMERS: dict[str, Any] = {"graph": GraphTimer, "event": EventTimer, "wall": WallTimer,
+                          "jax": __import__("perfci.jax_timer", fromlist=["JaxTimer"]).JaxTimer}
 TIMER_NAMES = ("auto", *TIMERS)
 
 
