@@ -27,6 +27,9 @@ def compared_run(config: Any) -> ResultFile | None:
         return None
     path, entries = list(mapping.items())[-1]
     file = Path(str(path))
+    root = getattr(getattr(bs, "storage", None), "path", None)  # file storage yields paths relative to it
+    if not file.is_absolute() and root is not None:
+        file = Path(str(root)) / file
     if file.is_file():
         return load_results(file, "compared run (--benchmark-compare)")
     # another storage backend (elasticsearch): only the entries are known

@@ -69,13 +69,15 @@ def test_autosave_storage_is_pytest_benchmarks_own_and_compare_reads_it(pytester
 
 def test_compare_with_another_gpus_run_is_refused(pytester):
     pytester.makepyfile(test_ops=MUL_TEST)
-    run(pytester, "--benchmark-json=mine.json").assert_outcomes(passed=1)
-    doc = results(pytester.path / "mine.json")
+    run(pytester, "--benchmark-autosave").assert_outcomes(passed=1)
+    (saved,) = (pytester.path / ".benchmarks").glob("*/0001_*.json")
+    doc = results(saved)
     doc["machine_info"]["perfci"]["slug"] = "NVIDIA_H100_80GB_HBM3"
-    (pytester.path / "foreign.json").write_text(json.dumps(doc))
-    res = run(pytester, f"--benchmark-compare={pytester.path / 'foreign.json'}")
+    saved.write_text(json.dumps(doc))
+    res = run(pytester, "--benchmark-compare")  # the newest saved run, found by pytest-benchmark
     assert res.ret == pytest.ExitCode.USAGE_ERROR
-    assert "refusing to compare across GPU models" in res.stdout.str() + res.stderr.str()
+    out = res.stdout.str() + res.stderr.str()
+    assert "refusing to compare across GPU models" in out and str(saved) in out
 
 
 def test_function_that_raises_errors_with_the_original_exception_and_saves_nothing(pytester):

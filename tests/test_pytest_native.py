@@ -41,7 +41,7 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 def write_baseline(json_path: Path, root: Path) -> Path:
     slug = detect().slug
-    return write_results(make_baseline([load_results(json_path)], gpu=slug, path=baseline_path(root, slug)))
+    return write_results(make_baseline([load_results(json_path)], gpu=slug, path=baseline_path(root, slug), force=True))
 
 
 def test_benchmark_compare_is_perfcis_gate_and_compare_fail_keeps_its_meaning(pytester):
