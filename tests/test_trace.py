@@ -17,8 +17,21 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from perfci.errors import BadInputError, UsageError
+from perfci.measurement import Measurement, SamplingPolicy
 from perfci.rules import check_against_baseline
-from perfci.trace import Culprit, KernelProfile, format_profile_table, profile_call
+from perfci.timing import WallTimer
+from perfci.trace import Culprit, KernelProfile, KernelRecord, format_profile_table, profile_call
+from perfci.variants import (
+    VariantRun,
+    baseline_profiles,
+    check_against_baseline_variants,
+    check_faster_than,
+    kernel_mix,
+    measure_variants,
+    parse_faster_than,
+    parse_variants,
+    summary,
+)
 
 B, L, H, D = 2, 64, 4, 32
 torch.manual_seed(0)
@@ -276,3 +289,88 @@ def test_profile_overhead_per_benchmark_is_under_a_second():
     mean_s = (time.perf_counter() - started) / len(cases)
     print(f"profile_call: {mean_s * 1e3:.1f} ms per benchmark on CPU (3 profiled calls + warm-up)")
     assert mean_s < 1.0
+
+
+# --- variants of one benchmark (perfci.variants) ----------------------------------------------
+
+A128, B128 = torch.randn(128, 128), torch.randn(128, 128)
+
+
+def one_matmul():
+    return A128 @ B128
+
+
+def ten_matmuls():
+    out = A128
+    for _ in range(10):
+        out = A128 @ B128 + out
+    return out
+
+
+def _record(name: str, category: str, kind: str = "", n: float = 1.0) -> KernelRecord:
+    return KernelRecord(name, category, n, 1.0, 0, None, kind)
+
+
+def _kernel_profile(*records: KernelRecord, sdpa: str | None = None) -> KernelProfile:
+    return KernelProfile("ok", None, "kernel", 3, records, (), sdpa, sum(r.count_per_call for r in records), None, 0)
+
+
+def test_kernel_mix_tells_generated_kernels_from_library_calls():
+    library = _kernel_profile(_record("flash_fwd_kernel", "attention", "flash"), _record("nvjet_gemm", "gemm", "bf16"),
+                              sdpa="flash")
+    generated = _kernel_profile(_record("triton_red_fused_bmm_0", "triton", n=2),
+                                _record("triton_poi_fused_1", "triton"))
+    assert kernel_mix(library).path == "library"
+    assert kernel_mix(library).library_per_call == (("attention/flash", 1.0), ("gemm/bf16", 1.0))
+    assert kernel_mix(generated).path == "generated" and kernel_mix(generated).generated_per_call == 3
+    assert "SDPA flash" in kernel_mix(library).describe()
+    run = VariantRun("aoti", 900.0, Measurement("wall", "cpu", (1.0, 1.1), 1, "precision", 0.01, 0.1, True),
+                     generated)
+    findings = check_against_baseline_variants((run,), {"aoti": library})
+    failed = {f.rule for f in findings if f.failed}
+    assert {"aoti/changed:path", "aoti/new:category"} <= failed  # flash -> Inductor's own Triton kernels
+    assert "aoti/changed:sdpa_backend" not in failed  # no SDPA call at all now: reported, as for any benchmark
+    changed = next(f for f in findings if f.rule == "aoti/changed:path")
+    assert "library" in changed.message and "generated" in changed.message
+    assert check_against_baseline_variants((run,), {})[0].failed is False  # a new variant is only noted
+    stored = {"aoti": json.loads(json.dumps(run.to_dict()))}
+    assert baseline_profiles(stored) == {"aoti": generated}
+
+
+@pytest.fixture
+def one_thread():
+    """Timing on a shared 2-core machine: one intra-op thread, so that a busy core does not stall an
+    OpenMP barrier for a whole time slice (seen: a 128^2 matmul reading 16 ms)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_variants_are_measured_alike_with_compile_time_apart_and_faster_than_judged(one_thread):
+    policy = SamplingPolicy(min_time_s=0.2, max_time_s=1.0, warmup_min_s=0.05, warmup_max_s=0.3)
+    compiled = torch.compile(ten_matmuls)
+    runs = measure_variants({"one": one_matmul, "ten": ten_matmuls, "compiled": compiled}, timer=WallTimer(),
+                            policy=policy, profile=lambda name, fn: profile_call(fn, label=name))
+    by = {r.name: r for r in runs}
+    print("\n" + summary(runs))
+    assert by["compiled"].first_call_ms > 20 * by["compiled"].measurement.median_ms  # compilation kept apart
+    assert by["ten"].mix.library_per_call == (("gemm/fp32", 10.0),)
+    assert by["compiled"].mix.level == "op" and "compiled regions" in by["compiled"].mix.describe()
+    (ok,) = check_faster_than(runs, {"one": "ten"}, threshold=0.03)
+    assert not ok.failed and "FASTER" in ok.message
+    (bad,) = check_faster_than(runs, {"ten": "one"}, threshold=0.03)
+    assert bad.failed and "expected FASTER" in bad.message
+    (host,) = check_faster_than(runs, {"ten": "one"}, threshold=0.03, gated=False)
+    assert not host.failed and "not gated" in host.message
+
+
+def test_variant_usage_errors():
+    with pytest.raises(UsageError):
+        parse_variants({"only": one_matmul})
+    with pytest.raises(UsageError):
+        parse_variants({"a": one_matmul, "b": one_matmul()})
+    with pytest.raises(UsageError):
+        parse_faster_than({"c": "a"}, ("a", "b"))
+    with pytest.raises(UsageError):
+        parse_faster_than({"a": "a"}, ("a", "b"))
