@@ -27,6 +27,8 @@ jax = pytest.importorskip("jax", reason="jax is not installed (pip install 'jax[
 jnp = pytest.importorskip("jax.numpy")
 
 POLICY = SamplingPolicy(min_time_s=0.3, max_time_s=1.5, warmup_min_s=0.1, warmup_max_s=0.5)
+ON_CPU = jax.default_backend() == "cpu"
+HEAVY_N = 384 if ON_CPU else 8192  # a matmul whose work dwarfs one dispatch (~0.9 ms on 2 CPU cores)
 
 
 @jax.jit
@@ -42,9 +44,9 @@ def heavy(a):
 def test_registered_as_a_timer_and_device_time_follows_the_backend():
     assert timing.TIMERS["jax"] is JaxTimer
     assert "jax" in timing.TIMER_NAMES and "jax:" in timing.timers_help()
-    assert jax.default_backend() == "cpu"
-    assert timing.is_device_timer("jax") is False  # host time on the CPU backend: reported, never gated
-    assert JaxTimer().device_time is False
+    # host time on the CPU backend (reported, never gated); device time on a GPU backend
+    assert timing.is_device_timer("jax") is (not ON_CPU)
+    assert JaxTimer().device_time is (not ON_CPU)
     assert isinstance(timing.make_timer("jax", gpu_available=False), JaxTimer)
 
 
@@ -71,36 +73,37 @@ def test_auto_picks_jax_for_jax_callables_only():
 def test_measurement_records_the_method_compile_time_and_calls_per_sample():
     x = jnp.ones(1 << 14)
     m = JaxTimer().measure(functools.partial(small, x), POLICY)
-    assert m.timer == "jax" and m.device.startswith("jax cpu")
+    assert m.timer == "jax" and m.device.startswith(f"jax {jax.default_backend()}")
     assert m.calls_per_sample > 1 and len(m.samples_ms) >= POLICY.min_samples
     assert "one block_until_ready per sample" in m.extra["method"]
     assert m.extra["first_call_ms"] > 5 * m.median_ms  # trace + compile, kept out of the samples
     judged = choose_normalization(m, POLICY, bytes_moved=None, peak_bandwidth_gbps=None, reference_sm_clock_mhz=None)
     record = record_from_measurement("t::jax", judged, PerfSettings(), profile=None, flops=None, bytes_moved=None,
                                      details=record_details(judged))
-    assert record.timer == "jax" and record.device_time is False
+    assert record.timer == "jax" and record.device_time is (not ON_CPU)
     assert record.details["method"] == m.extra["method"]
     assert record.details["per_call_block_ms"] > 0 and record.details["first_call_ms"] == m.extra["first_call_ms"]
     assert record_details(replace(m, timer="wall")) == {}
 
 
 def test_samples_wait_for_the_work_when_work_dominates():
-    a = jnp.ones((384, 384))
+    a = jnp.ones((HEAVY_N, HEAVY_N))
     call = functools.partial(heavy, a)
     m = JaxTimer().measure(call, POLICY)
     blocked = min(per_call_block_ms(call, 50) for _ in range(3))
-    print(f"384^2 matmul: perfci jax {m.median_ms * 1e3:.1f} us, block per call {blocked * 1e3:.1f} us")
+    print(f"{HEAVY_N}^2 matmul on {jax.default_backend()}: perfci jax {m.median_ms * 1e3:.1f} us, "
+          f"block per call {blocked * 1e3:.1f} us")
     assert 0.75 < m.median_ms / blocked < 1.33  # not returning at dispatch: it waited for the matmuls
 
 
 def test_block_per_call_over_reports_when_dispatch_is_comparable_to_the_work():
-    x = jnp.ones(1 << 14)  # tanh of 16k floats: about as long as one dispatch on CPU
+    x = jnp.ones(1 << 14)  # tanh of 16k floats: about as long as one dispatch on CPU, shorter on a GPU
     call = functools.partial(small, x)
     m = JaxTimer().measure(call, POLICY)
     blocked = min(per_call_block_ms(call, 200) for _ in range(3))
-    print(f"16k tanh: perfci jax {m.median_ms * 1e3:.2f} us, block per call {blocked * 1e3:.2f} us "
-          f"({blocked / m.median_ms:.2f}x)")
-    assert blocked > 1.5 * m.median_ms
+    print(f"16k tanh on {jax.default_backend()}: perfci jax {m.median_ms * 1e3:.2f} us, "
+          f"block per call {blocked * 1e3:.2f} us ({blocked / m.median_ms:.2f}x)")
+    assert blocked > 1.3 * m.median_ms  # 1.7-2.7x seen on 2 shared CPU cores
 
 
 def test_measure_takes_about_the_policy_time():
