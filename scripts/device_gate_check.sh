@@ -15,7 +15,7 @@ for step in "$@"; do
   start=$(date +%s)
   case $step in
     env) perfci env --json > "$out/env.json"; nvidia-smi --query-gpu=name,uuid,serial,driver_version,clocks.max.sm --format=csv >> "$out/env.json" ;;
-    gputests) python3 -m pytest tests/test_plugin_gpu.py tests/test_timing_gpu.py tests/test_trace_gpu.py -q -p no:cacheprovider > "$out/gpu_tests.log" 2>&1; echo "gputests exit $?" ;;
+    gputests) python3 -m pytest tests/test_plugin_gpu.py tests/test_timing_gpu.py tests/test_trace_gpu.py ${GPU_TESTS_EXTRA:-} -q -p no:cacheprovider > "$out/gpu_tests.log" 2>&1; echo "gputests exit $?" ;;
     run*) perfci run --report-dir "$out/$step" --results-dir "$out/results_$step" > "$out/$step.log" 2>&1; echo "$step exit $?" ;;
     against)
       git init -q . 2>/dev/null; git -c user.email=d@d -c user.name=d add -A >/dev/null; git -c user.email=d@d -c user.name=d commit -qm tree >/dev/null
