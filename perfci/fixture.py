@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from perfci.errors import InfrastructureError, RegressionError, UsageError
+from perfci.jax_timer import choose_timer, record_details
 from perfci.normalize import measure_compared
 from perfci.record import display_extra, record_from_measurement, record_to_info
 from perfci.timing import make_timer, timer_label
@@ -101,15 +102,18 @@ class Perf:
             session.note(f"CPU mode: {what} skipped (needs a GPU)")
         with session.ranges.range(self._test), _oom_guard(self._test, args, kwargs):
             result = call()
-            timer = make_timer(settings.timer, gpu_available=session.fingerprint.gpu_available,
+            timer_name = choose_timer(settings.timer, call, result)  # a JAX callable gets the jax timer under auto
+            timer = make_timer(timer_name, gpu_available=session.fingerprint.gpu_available,
                                l2_flush=settings.policy.l2_flush,
                                nvtx_range=session.ranges.factory(self._test))
             measurement = measure_compared(timer, call, settings.policy, session.fingerprint, bytes_moved=self.bytes)
-            profile = session.kernel_profile(call, self._test, settings) if settings.torch_profile else None
+            # torch.profiler sees no JAX work: a JAX benchmark is timed, not profiled
+            profile = (session.kernel_profile(call, self._test, settings)
+                       if settings.torch_profile and timer_name != "jax" else None)
 
         record = session.pool(record_from_measurement(
             self._benchmark.fullname, measurement, settings, profile=profile, flops=self.flops, bytes_moved=self.bytes,
-            details={"gpu": session.fingerprint.slug, "nvtx": session.ranges.backend}))
+            details={"gpu": session.fingerprint.slug, "nvtx": session.ranges.backend, **record_details(measurement)}))
         self._benchmark.extra_info.update(display_extra(record, timer_label(measurement)))
         self._benchmark.extra_info["perfci"] = record_to_info(record)
         self._clock.load(measurement.samples_ms)

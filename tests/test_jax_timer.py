@@ -110,3 +110,23 @@ def test_measure_takes_about_the_policy_time():
     started = time.perf_counter()
     JaxTimer().measure(functools.partial(small, jnp.ones(64)), POLICY)
     assert time.perf_counter() - started < POLICY.warmup_max_s + POLICY.max_time_s + 2
+
+
+def test_perf_measures_a_jitted_function_with_the_jax_timer(pytester):
+    pytester.makepyfile(test_jx="""
+        import jax
+        import jax.numpy as jnp
+
+        f = jax.jit(lambda x: jnp.tanh(x) * 2.0)
+        X = jnp.ones((16384,))
+
+        def test_tanh(perf):
+            perf(f, X)
+    """)
+    res = pytester.runpytest_subprocess("--perfci-max-time=0.2", "--perfci-min-time=0.05", "--benchmark-json=r.json")
+    res.assert_outcomes(passed=1)
+    import json
+
+    info = json.loads((pytester.path / "r.json").read_text())["benchmarks"][0]["extra_info"]["perfci"]
+    assert info["timer"] == "jax" and "profile" not in info  # timed by dispatching and blocking once per sample
+    assert info["median_ms"] > 0
