@@ -21,9 +21,7 @@ if TYPE_CHECKING:
     from perfci.session import PerfSession
     from perfci.settings import PerfSettings
 
-# kept here (not imported from perfci.timing / perfci.compare) so that options cost no imports;
-# tests/test_good_citizen.py checks that they agree with the registries
-TIMER_CHOICES = ("auto", "graph", "event", "wall")
+# kept here (perfci.compare imports numpy); tests/test_good_citizen.py checks it agrees with compare's
 DEFAULT_THRESHOLD_PCT = "3%"
 FIXTURE_NAMES = ("perf", "perfci_perf")  # perfci_perf: the same fixture, for projects with a `perf` of their own
 
@@ -33,10 +31,13 @@ _DESELECTED = pytest.StashKey[set]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    # the timer registry imports neither torch nor numpy (tests/test_good_citizen.py holds it to that)
+    from perfci.timing import TIMER_NAMES, timers_help
+
     group = parser.getgroup("perfci", "perfci: device-time benchmarks and regression gate")
-    group.addoption("--perfci-timer", default="auto", choices=TIMER_CHOICES,
-                    help="timer: auto (graph on a GPU, wall without), graph (CUDA graph replay), event (CUDA events "
-                    "per call), wall (host clock); GPU-only timers are skipped with a note on a CPU")
+    group.addoption("--perfci-timer", default="auto", choices=TIMER_NAMES,
+                    help="timer (auto: graph on a GPU, wall without; GPU-only timers are skipped with a note on a "
+                    "CPU): " + timers_help().replace("%", "%%"))
     group.addoption("--perfci-threshold", default=DEFAULT_THRESHOLD_PCT, metavar="PCT",
                     help=f"minimum slowdown that fails a benchmark, e.g. 3%% or 2.5%% (default "
                     f"{DEFAULT_THRESHOLD_PCT}%)")
@@ -344,7 +345,12 @@ def _summary(terminalreporter: Any, config: pytest.Config, state: _State) -> Non
     warning = session.unmatched_warning()
     if warning:
         terminalreporter.write_line(warning, yellow=True, bold=True)
-    terminalreporter.write_line(terminal_table(verdict, session.fingerprint, session.baseline_note))
+    title = None  # perfci run's passes: the run's one headline is perfci run's, after the confirmation
+    if session.provisional:
+        title = "perfci run, first pass: per-benchmark results below; perfci run prints the run's verdict"
+    elif session.pool_with is not None:
+        title = "perfci run, confirmation pass (pooled with the first pass); perfci run prints the run's verdict"
+    terminalreporter.write_line(terminal_table(verdict, session.fingerprint, session.baseline_note, title=title))
     deferred = session.deferred()
     if deferred:
         terminalreporter.write_line(

@@ -119,7 +119,8 @@ def display_names(names: list[str], width: int = NAME_WIDTH) -> tuple[dict[str, 
     return shown, prefix
 
 
-def terminal_table(verdict: RunVerdict, fingerprint: Fingerprint, note: str = "") -> str:
+def terminal_table(verdict: RunVerdict, fingerprint: Fingerprint, note: str = "", *, title: str | None = None) -> str:
+    """The table, under the headline (or ``title`` instead: a pass of perfci run, whose verdict comes later)."""
     ordered = _sorted(verdict)
     shown, prefix = display_names([o.name for o in ordered] + list(verdict.missing))
     rows = [("benchmark", "time", "timer", "verdict", "change", "structure")]
@@ -131,7 +132,7 @@ def terminal_table(verdict: RunVerdict, fingerprint: Fingerprint, note: str = ""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    out = [headline(verdict, fingerprint)]
+    out = [headline(verdict, fingerprint) if title is None else title]
     if note:
         out.append(note)
     if prefix:
