@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from perfci.errors import InfrastructureError, RegressionError, UsageError
@@ -122,6 +122,68 @@ class Perf:
         if outcome.failed and not session.defers(outcome):
             raise RegressionError(outcome.evidence())
         return result
+
+    def variants(self, faster_than: Mapping[str, str] | None = None, **variants: Callable[[], Any]
+                 ) -> dict[str, Any]:
+        """Several variants of one computation on the same inputs (``eager=f, compiled=torch.compile(f)``):
+        each one's first call (compilation) timed apart, then measured with one timer and profiled; the
+        record is the first variant's, every variant's time, compile time and path (Inductor-generated
+        kernels against library calls, SDPA backend) are in its details. ``faster_than={"compiled":
+        "eager"}`` fails unless the variant is measurably faster; each variant's path is compared with
+        the baseline's. Returns the variants' runs by name (``perfci.variants.VariantRun``)."""
+        from perfci.variants import (
+            baseline_profiles,
+            check_against_baseline_variants,
+            check_faster_than,
+            measure_variants,
+            parse_faster_than,
+            parse_variants,
+            summary,
+        )
+
+        try:
+            fns = parse_variants(variants)
+            rules = parse_faster_than(faster_than, tuple(fns))
+        except UsageError as exc:
+            raise UsageError(f"{self._test}: {exc.message}", hint=exc.hint) from None
+        if self._used:
+            raise UsageError(f"{self._test}: perf(...) or perf.variants(...) can be called once per test",
+                             hint="parametrize the test to measure several things")
+        self._used = True
+        if self._benchmark.disabled:
+            return {name: self._benchmark.pedantic(fn, rounds=1, iterations=1) for name, fn in fns.items()}
+        session = self._session()
+        settings, _ = self._settings.for_machine(session.fingerprint.gpu_available)
+        gpu = session.fingerprint.gpu_available
+        with session.ranges.range(self._test):
+            timer = make_timer(settings.timer, gpu_available=gpu, l2_flush=settings.policy.l2_flush,
+                               nvtx_range=session.ranges.factory(self._test))
+            synchronize = None
+            if gpu:
+                import torch
+
+                synchronize = torch.cuda.synchronize
+            runs = measure_variants(
+                fns, timer=timer, policy=settings.policy, synchronize=synchronize,
+                profile=(lambda name, fn: session.kernel_profile(fn, f"{self._test}[{name}]", settings))
+                if settings.torch_profile else None)
+        first = runs[0]
+        record = session.pool(record_from_measurement(
+            self._benchmark.fullname, first.measurement, settings, profile=first.profile, flops=self.flops,
+            bytes_moved=self.bytes, details={"gpu": session.fingerprint.slug, "nvtx": session.ranges.backend,
+                                             "variants": {r.name: r.to_dict() for r in runs}}))
+        base = session.base_record(record.name)
+        extra = check_faster_than(runs, rules, threshold=settings.threshold, gated=timer.device_time)
+        if base is not None and isinstance(base.details.get("variants"), Mapping):
+            extra += check_against_baseline_variants(runs, baseline_profiles(base.details["variants"]))
+        self._benchmark.extra_info.update(display_extra(record, timer_label(first.measurement)))
+        self._benchmark.extra_info["perfci"] = record_to_info(record)
+        self._clock.load(first.measurement.samples_ms)
+        self._benchmark.pedantic(self._clock.step, rounds=len(first.measurement.samples_ms), iterations=1)
+        outcome = session.judge(record, extra)
+        if outcome.failed and not session.defers(outcome):
+            raise RegressionError(f"{outcome.evidence()}\n  variants:\n" + summary(runs))
+        return {r.name: r for r in runs}
 
     def _check_numbers(self) -> None:
         for name in ("flops", "bytes"):

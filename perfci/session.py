@@ -136,9 +136,12 @@ class PerfSession:
         self._matched.add(found)
         return self.baseline.benchmarks[found]
 
-    def judge(self, record: BenchmarkRecord) -> BenchmarkOutcome:
+    def judge(self, record: BenchmarkRecord, extra: tuple[Finding, ...] = ()) -> BenchmarkOutcome:
+        """The outcome of ``record``; ``extra``: findings of rules outside the gate (perf.variants')."""
         base = self.base_record(record.name)
         outcome = judge(record, base, compared=self.baseline is not None, drift=self.drift)
+        if extra:
+            outcome = replace(outcome, findings=(*outcome.findings, *extra))
         if base is None and self.require_baseline:
             where = self.baseline.path if self.baseline is not None else "(no baseline given)"
             outcome = replace(outcome, findings=(*outcome.findings, Finding(

@@ -1,0 +1,50 @@
+"""perf.variants through the real fixture (pytester): each variant measured and profiled, compile time
+apart, the path in the record; faster_than is judged (host times: reported, not gated)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+VARIANTS = """
+    import torch
+    X = torch.randn(256, 256)
+
+    def test_paths(perf):
+        runs = perf.variants(faster_than={"views": "copies"}, copies=lambda: X.t().contiguous() + 1,
+                             views=lambda: X + 1)
+        assert set(runs) == {"copies", "views"}
+
+    def test_needs_two(perf):
+        perf.variants(only=lambda: X + 1)
+"""
+
+
+def test_variants_are_each_measured_and_profiled_with_their_path(pytester):
+    pytester.makepyfile(test_v=VARIANTS)
+    res = pytester.runpytest_subprocess("--perfci-max-time=0.1", "--perfci-min-time=0.02", "--benchmark-json=r.json")
+    res.assert_outcomes(passed=1, failed=1)
+    assert "perf.variants needs at least two variants" in res.stdout.str()
+    entry = json.loads((pytester.path / "r.json").read_text())["benchmarks"][0]["extra_info"]["perfci"]
+    variants = entry["variants"]
+    assert set(variants) == {"copies", "views"}
+    assert all(v["first_call_ms"] > 0 and v["samples"] > 0 for v in variants.values())
+    copies = variants["copies"]["profile"]
+    assert any(k["cat"] == "copy" for k in copies["kernels"])  # the transpose copy of that variant
+    assert not any(k["cat"] == "copy" for k in variants["views"]["profile"]["kernels"])
+
+
+@pytest.mark.parametrize("bad", ["copies=1, views=lambda: X + 1", "faster_than={'nope': 'views'}, copies=lambda: X, "
+                                 "views=lambda: X"])
+def test_bad_variants_are_usage_errors_naming_the_test(pytester, bad):
+    pytester.makepyfile(test_b=f"""
+        import torch
+        X = torch.randn(4)
+
+        def test_bad(perf):
+            perf.variants({bad})
+    """)
+    res = pytester.runpytest_subprocess("--perfci-max-time=0.05", "--perfci-min-time=0.01")
+    res.assert_outcomes(failed=1)
+    assert "test_b.py::test_bad" in res.stdout.str()
