@@ -1,0 +1,58 @@
+"""Compiled paths (issue 15's seed scenario): cross-attention q_len 1 / kv 2048 and self-attention
+256/256, as eager, ``torch.compile`` and (on a GPU) AOTInductor variants of one benchmark.
+
+Each variant's first call (tracing, compilation, autotuning) is timed apart from its samples, and its
+path is recorded: Inductor-generated Triton kernels against library attention (flash / cuDNN /
+efficient) and the SDPA backend. Against a baseline, a variant that changed path (e.g. a compiled
+graph that stopped calling flash attention and runs generated kernels) fails, naming the kernels.
+On CPU the shapes are small and AOTInductor is skipped (its package build takes minutes there).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+GPU = torch.cuda.is_available()
+DEVICE, DTYPE = ("cuda", torch.float16) if GPU else ("cpu", torch.float32)
+CASES = {"cross-q1-kv2048": (1, 2048), "self-256": (256, 256)}  # (q_len, kv_len)
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return F.scaled_dot_product_attention(q, k, v)
+
+
+class _Attention(torch.nn.Module):
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return attention(q, k, v)
+
+
+def _inputs(q_len: int, kv_len: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    b, h, d = (8, 16, 64) if GPU else (1, 2, 32)
+    kv_len = kv_len if GPU else min(kv_len, 256)
+    g = torch.Generator(device=DEVICE)
+    g.manual_seed(0)
+    return tuple(torch.randn(b, h, n, d, device=DEVICE, dtype=DTYPE, generator=g)  # type: ignore[return-value]
+                 for n in (q_len, kv_len, kv_len))
+
+
+def _aoti(args: tuple[torch.Tensor, ...], where: str):
+    """The attention module compiled ahead of time with AOTInductor and loaded back."""
+    package = torch._inductor.aoti_compile_and_package(torch.export.export(_Attention(), args),
+                                                       package_path=f"{where}/attention.pt2")
+    return torch._inductor.aoti_load_package(package)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_attention_variants(perf, case, tmp_path):
+    q, k, v = _inputs(*CASES[case])
+    compiled = torch.compile(attention, dynamic=False)
+    variants = {"eager": lambda: attention(q, k, v), "compiled": lambda: compiled(q, k, v)}
+    if GPU and hasattr(torch._inductor, "aoti_compile_and_package"):
+        loaded = _aoti((q, k, v), str(tmp_path))
+        variants["aoti"] = lambda: loaded(q, k, v)
+    b, h, lq, d = q.shape
+    perf.flops = 4.0 * b * h * lq * k.shape[2] * d
+    runs = perf.variants(**variants)
+    assert all(run.first_call_ms > 0 for run in runs.values())
