@@ -144,7 +144,10 @@ def paired_verdict(name: str, ref_runs: Sequence[BenchmarkRecord], new_runs: Seq
         verdict, why = Verdict.NOISY, f"cannot resolve a {threshold:.1%} change yet: {summary}"
     else:
         verdict, why = Verdict.SAME, f"no change beyond the flag level: {summary}"
-    return PairedVerdict(name, Comparison(name, verdict, *medians, ratio, low, high, threshold, (why,)), ratios)
+    levels = (math.exp(sum(math.log(r.compared_median_ms) for r in ref_runs) / n),
+              math.exp(sum(math.log(r.compared_median_ms) for r in new_runs) / n))  # geometric means of the runs
+    return PairedVerdict(name, Comparison(name, verdict, *medians, ratio, low, high, threshold, (why,), *levels),
+                         ratios)
 
 
 Measure = Callable[[Tree, Sequence[str], int], dict[str, BenchmarkRecord]]

@@ -210,6 +210,8 @@ class Comparison:
     ratio_high: float | None
     min_effect: float
     reasons: tuple[str, ...] = field(default=())
+    base_level_ms: float | None = None  # the locations the ratio is taken of (midmeans, at the run mean for
+    new_level_ms: float | None = None  # a several-run side): what "change" compares, beside the plain medians
 
     @property
     def change_pct(self) -> float | None:
@@ -230,6 +232,8 @@ class Comparison:
             "ratio_high": self.ratio_high,
             "min_effect": self.min_effect,
             "reasons": list(self.reasons),
+            "base_level_ms": self.base_level_ms,
+            "new_level_ms": self.new_level_ms,
         }
 
     @classmethod
@@ -251,6 +255,8 @@ class Comparison:
                 ratio_high=opt("ratio_high"),
                 min_effect=float(data["min_effect"]),
                 reasons=tuple(str(r) for r in reasons),
+                base_level_ms=opt("base_level_ms"),
+                new_level_ms=opt("new_level_ms"),
             )
         except (KeyError, TypeError, ValueError) as err:
             raise BadInputError(f"not a perfci comparison record ({err!r})") from None
@@ -403,7 +409,7 @@ def compare_samples(
     def result(verdict: Verdict, *why: str, interval: tuple[float, float] = (low, high)) -> Comparison:
         return Comparison(
             name, verdict, b.median_ms, w.median_ms, ratio, interval[0], interval[1],
-            settings.min_effect, tuple(why),
+            settings.min_effect, tuple(why), b.level_ms, w.level_ms,
         )
 
     if problems:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from perfci.compare import DEFAULT_THRESHOLD, CompareSettings, Comparison, Sample, compare_samples
 from perfci.errors import EXIT_INFRASTRUCTURE, EXIT_OK, EXIT_REGRESSION
 from perfci.fingerprint import cross_card_sigma
+from perfci.names import NameMatcher, find
 from perfci.record import BenchmarkRecord, ResultFile
 from perfci.rules import Finding, check_against_baseline, check_declared
 from perfci.trace import KernelProfile
@@ -81,9 +82,7 @@ class BenchmarkOutcome:
         c = self.comparison
         if c is not None and c.ratio is not None:
             lines.append(
-                f"  timing: {c.verdict} {c.change_pct:+.2f}% "
-                f"(median {format_time_ms(c.base_median_ms)} -> "
-                f"{format_time_ms(c.new_median_ms)}; interval {(c.ratio_low - 1) * 100:+.2f}%..."
+                f"  timing: {c.verdict} {c.change_pct:+.2f}% ({_levels(c)}; interval {(c.ratio_low - 1) * 100:+.2f}%..."
                 f"{(c.ratio_high - 1) * 100:+.2f}%; threshold {c.min_effect:.1%})"
             )
         elif c is not None:
@@ -140,6 +139,15 @@ class RunVerdict:
         return {str(v): counts[v] for v in sorted(counts, key=RANK.__getitem__)}
 
 
+def _levels(c: Comparison) -> str:
+    """The two locations the change is the ratio of (midmeans), then the plain medians when they differ."""
+    text = ""
+    if c.base_level_ms is not None and c.new_level_ms is not None:
+        text = f"midmean {format_time_ms(c.base_level_ms)} -> {format_time_ms(c.new_level_ms)}; "
+    medians = (format_time_ms(c.base_median_ms or math.nan), format_time_ms(c.new_median_ms or math.nan))
+    return text + f"median {medians[0]} -> {medians[1]}"
+
+
 def error_outcome(name: str, message: str) -> BenchmarkOutcome:
     """The outcome of a benchmark that raised instead of being measured: ERROR, which fails the run."""
     first = message.strip().splitlines()[0] if message.strip() else "raised"
@@ -149,11 +157,14 @@ def error_outcome(name: str, message: str) -> BenchmarkOutcome:
 
 def missing_from(baseline: ResultFile | None, ran: Iterable[str], intended: Callable[[str], bool]) -> set[str]:
     """The one MISSING rule: in the baseline, not run, although the run set out to run it (its paths,
-    not deselected with -k/-m): a removed or crashed benchmark is MISSING, one left out on purpose is not."""
+    not deselected with -k/-m): a removed benchmark is MISSING, one left out on purpose is not. Names
+    are matched across a rootdir change (``perfci.names``) and reported in this run's terms."""
     if baseline is None:
         return set()
-    done = set(ran)
-    return {n for n in baseline.benchmarks if n not in done and intended(n)}
+    matcher = NameMatcher(baseline.benchmarks)
+    matched = {matcher.lookup(name) for name in ran}  # also finds the rootdir shift, if any
+    renamed = (matcher.to_new(n) for n in baseline.benchmarks if n not in matched)
+    return {n for n in renamed if intended(n)}
 
 
 def run_verdict(outcomes: Iterable[BenchmarkOutcome], missing: Iterable[str] = ()) -> RunVerdict:
@@ -248,12 +259,13 @@ def _sample(side: BenchmarkRecord | None, other: BenchmarkRecord | None) -> Samp
 
 def judge_result(new: BenchmarkRecord, base: ResultFile | None,
                  drift: Drift | tuple[str, ...] = ()) -> BenchmarkOutcome:
-    """:func:`judge` against ``base``'s entry of the same name (plugin and files alike)."""
-    return judge(new, base.benchmarks.get(new.name) if base else None, compared=base is not None, drift=drift)
+    """:func:`judge` against ``base``'s entry for the same benchmark (matched across a rootdir change)."""
+    return judge(new, find(new.name, base.benchmarks) if base else None, compared=base is not None, drift=drift)
 
 
 def judge_files(new: ResultFile, base: ResultFile | None) -> RunVerdict:
-    """The verdict of a result file against a baseline (``perfci compare``, ``perfci run``)."""
+    """The verdict of a result file against a baseline (``perfci compare``, ``perfci run``). Names are
+    matched across a rootdir change (``perfci.names``), as in the pytest plugin."""
     drift = environment_drift(base.fingerprint, new.fingerprint) if base else ()
     outcomes = [judge_result(record, base, drift) for record in new.benchmarks.values()]
     outcomes += [error_outcome(name, message) for name, message in new.errors.items() if name not in new.benchmarks]

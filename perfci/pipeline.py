@@ -23,7 +23,7 @@ from perfci.confirm import merge, to_confirm, with_notes
 from perfci.errors import EXIT_INFRASTRUCTURE, EXIT_REGRESSION, BadInputError, InfrastructureError, PerfCIError
 from perfci.fingerprint import Fingerprint
 from perfci.gate import RunVerdict, judge_files
-from perfci.record import ResultFile, load_results, read_json, write_results
+from perfci.record import ResultFile, load_errors, load_results, read_json, write_results
 from perfci.report import github_outputs, in_github_actions, write_report
 from perfci.runner import (
     PYTEST_FAILED,
@@ -79,8 +79,13 @@ class PassFailed(PerfCIError):
 
 def measure(pytest_args: list[str], out: Path, *, baselines: Path | None = None,
             extra: list[str] | None = None, cwd: Path | None = None) -> tuple[ResultFile, int]:
-    """One fresh-process pass over the suite: its result file and pytest's exit code."""
-    suite = run_suite(pytest_args, out=out, baselines=baselines, extra=extra, cwd=cwd)
+    """One fresh-process pass over the suite: its result file and pytest's exit code. The benchmarks
+    that raised come back through ``--perfci-errors`` too, so a pass that measured nothing still names them."""
+    errors_path = Path(out).absolute().with_name(Path(out).stem + ".errors.json")
+    suite = run_suite(pytest_args, out=out, baselines=baselines, cwd=cwd,
+                      extra=[*(extra or []), f"--perfci-errors={errors_path}"])
+    errors = load_errors(errors_path)
+    errors_path.unlink(missing_ok=True)
     settled = pytest_exit_to_perfci(suite.pytest_exit)
     if settled is not None:
         raise PassFailed(suite.pytest_exit, settled)
@@ -89,10 +94,15 @@ def measure(pytest_args: list[str], out: Path, *, baselines: Path | None = None,
             raise InfrastructureError(f"pytest wrote no result file ({suite.results_path})")
         # tests ran and failed, and no benchmark was measured: a complete result that says so
         failed = ResultFile.empty(suite.results_path, None).with_benchmarks(
-            (), errors={SESSION_ERROR: "no benchmark was measured: the tests failed (see pytest's output above)"})
+            (), errors=errors or {SESSION_ERROR: "no benchmark was measured: the tests failed (see pytest's output "
+                                                 "above)"})
         write_results(failed)
         return failed, suite.pytest_exit
-    return load_results(suite.results_path), suite.pytest_exit
+    result = load_results(suite.results_path)
+    if set(errors) - set(result.errors):  # the file missed some (e.g. a benchmark that raised after measuring)
+        result = result.with_benchmarks(result.benchmarks.values(), errors={**result.errors, **errors})
+        write_results(result)
+    return result, suite.pytest_exit
 
 
 def load_baseline_for(options: RunOptions, fp: Fingerprint) -> tuple[ResultFile | None, str]:

@@ -175,18 +175,7 @@ class PerfSession:
 
     def verdict(self, intended: Callable[[str], bool]) -> RunVerdict:
         """The run's verdict; ``intended`` says which baseline benchmarks the run set out to run."""
-        baseline = self.baseline
-        if baseline is not None and self._matcher is not None:
-            matcher = self._matcher
-            # the baseline in this run's names: matched entries under the name they matched, the others
-            # shifted like the matched ones (a rootdir change), so MISSING and the scope speak one language
-            renamed = {}
-            for name, rec in baseline.benchmarks.items():
-                if name in self._matched:
-                    continue
-                renamed[matcher.to_new(name)] = rec
-            baseline = replace(baseline, benchmarks=renamed)
-        return run_verdict(self.outcomes, missing_from(baseline, self.executed, intended))
+        return run_verdict(self.outcomes, missing_from(self.baseline, self.executed, intended))
 
 
 def resolve_baselines(value: str, project_root: Path) -> Path:

@@ -135,7 +135,10 @@ def test_a_suite_that_only_crashes_fails_with_a_complete_result_and_a_report(tmp
     assert len(runs) == 1 and runs[0].stat().st_size > 0
     assert not list((root / ".perfci" / "results").glob("*.part"))
     verdict = json.loads((root / "reports" / "latest" / "verdict.json").read_text())
-    assert verdict["exit_code"] == 1 and any(b["verdict"] == "ERROR" for b in verdict["benchmarks"])
+    assert verdict["exit_code"] == 1
+    errors = {b["name"]: b for b in verdict["benchmarks"] if b["verdict"] == "ERROR"}
+    assert set(errors) == {"tests/perf/test_suite.py::test_boom"}  # named through --perfci-errors
+    assert "kernel exploded" in errors["tests/perf/test_suite.py::test_boom"]["error"]
 
 
 def _git(root: Path, *args: str) -> None:
