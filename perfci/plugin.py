@@ -58,6 +58,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     "that regressed. Without it, --benchmark-compare's run is the baseline")
     group.addoption("--perfci-require-baseline", action="store_true",
                     help="fail a benchmark that has no entry in the baseline (a renamed test, a wrong path)")
+    group.addoption("--perfci-profile", default=None, choices=("nsys", "ncu"), metavar="TOOL",
+                    help="after the session, run the perf benchmarks it measured once more under Nsight Systems "
+                    "(nsys) or Nsight Compute (ncu) and print their kernel tables; files in --perfci-profile-dir")
+    group.addoption("--perfci-profile-dir", default="reports/profile", metavar="DIR",
+                    help="where --perfci-profile keeps the tool's files (default reports/profile, from the rootdir)")
     group.addoption("--perfci-errors", default=None, metavar="PATH",
                     help="write the perf benchmarks that raised to PATH at the end (perfci run)")
     group.addoption("--perfci-provisional", action="store_true",
@@ -358,3 +363,23 @@ def _summary(terminalreporter: Any, config: pytest.Config, state: _State) -> Non
             "perfci run re-measures them in a fresh process and fails those the two runs pooled confirm")
     if in_github_actions() and not (session.provisional or session.pool_with is not None):
         github_outputs(verdict, session.fingerprint, Path.cwd())
+    tool = config.getoption("perfci_profile")
+    if tool:
+        _nsight_pass(terminalreporter, config, tool, sorted(session.executed - set(session.errors)))
+
+
+def _nsight_pass(terminalreporter: Any, config: pytest.Config, tool: str, names: list[str]) -> None:
+    """``--perfci-profile``: the measured benchmarks once more under Nsight, their kernel tables printed.
+    A missing or failing tool is said in one line (``perfci run --profile`` exits 3 for it)."""
+    from perfci.errors import PerfCIError
+    from perfci.profilers import registry
+
+    out = config.rootpath / config.getoption("perfci_profile_dir")
+    terminalreporter.write_sep("-", f"perfci --perfci-profile {tool}: {len(names)} benchmark(s)")
+    try:
+        done = registry()[tool].run([str(config.rootpath / name) for name in names], out)
+    except PerfCIError as exc:
+        terminalreporter.write_line(f"perfci: --perfci-profile {tool}: {exc}", red=True, bold=True)
+        return
+    terminalreporter.write_line(done.table())
+    terminalreporter.write_line(f"perfci: {tool} files in {out}")

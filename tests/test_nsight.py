@@ -528,3 +528,25 @@ def test_a_kernel_that_left_the_compute_roof_or_the_tensor_pipe_is_noted() -> No
     assert any("compute-bound" in n and "memory-bound" in n for n in notes)
     if gemm["metrics"].get("tensor_pct", 0) >= 20:
         assert any("lost tensor-pipe use" in n for n in notes)
+
+
+def test_perfci_profile_from_plain_pytest_profiles_what_the_session_measured(pytester: pytest.Pytester,
+                                                                            bin_dir: Path) -> None:
+    """--perfci-profile=ncu runs the measured benchmarks under the tool after the session (here a
+    stand-in ncu that logs its command line and writes no report: the run says so in one line)."""
+    log = bin_dir / "ncu.args"
+    fake_ncu(bin_dir, log, None)
+    pytester.makepyfile(test_p="""
+        import torch
+
+        def test_add(perf):
+            perf(torch.add, torch.ones(8), torch.ones(8))
+    """)
+    res = pytester.runpytest_subprocess("--perfci-max-time=0.05", "--perfci-min-time=0.01", "--perfci-profile=ncu",
+                                        "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1)
+    out = res.stdout.str()
+    assert "--perfci-profile ncu: 1 benchmark(s)" in out
+    assert "ncu profiled no kernel inside a perfci benchmark range" in out  # the stand-in wrote no report
+    args = log.read_text()
+    assert "test_p.py::test_add" in args and "--clock-control none" in args and "regex:perfci@" in args
