@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from perfci.compare import DEFAULT_THRESHOLD, CompareSettings, Comparison, Sample, compare_samples
 from perfci.errors import EXIT_INFRASTRUCTURE, EXIT_OK, EXIT_REGRESSION
 from perfci.fingerprint import cross_card_sigma
-from perfci.names import NameMatcher, find
+from perfci.names import NameMatcher
 from perfci.record import BenchmarkRecord, ResultFile
 from perfci.rules import Finding, check_against_baseline, check_declared
 from perfci.trace import KernelProfile
@@ -114,9 +114,13 @@ class RunVerdict:
         return tuple(o for o in self.outcomes if o.failed)
 
     @property
-    def errors(self) -> tuple[str, ...]:
-        """Old name of ``problems`` (kept while callers move)."""
-        return self.problems
+    def status(self) -> str:
+        """The run's state in words, as every headline says it."""
+        if self.regressions:
+            return f"REGRESSION ({len(self.regressions)} failing)"
+        if self.problems:
+            return f"no regression, but {len(self.problems)} infrastructure problem(s)"
+        return "no regression"
 
     @property
     def noisy(self) -> tuple[BenchmarkOutcome, ...]:
@@ -155,13 +159,14 @@ def error_outcome(name: str, message: str) -> BenchmarkOutcome:
                             findings=(), error=first[:300])
 
 
-def missing_from(baseline: ResultFile | None, ran: Iterable[str], intended: Callable[[str], bool]) -> set[str]:
+def missing_from(baseline: ResultFile | None, ran: Iterable[str], intended: Callable[[str], bool],
+                 matcher: NameMatcher | None = None) -> set[str]:
     """The one MISSING rule: in the baseline, not run, although the run set out to run it (its paths,
     not deselected with -k/-m): a removed benchmark is MISSING, one left out on purpose is not. Names
     are matched across a rootdir change (``perfci.names``) and reported in this run's terms."""
     if baseline is None:
         return set()
-    matcher = NameMatcher(baseline.benchmarks)
+    matcher = matcher or NameMatcher(baseline.benchmarks)
     matched = {matcher.lookup(name) for name in ran}  # also finds the rootdir shift, if any
     renamed = (matcher.to_new(n) for n in baseline.benchmarks if n not in matched)
     return {n for n in renamed if intended(n)}
@@ -178,9 +183,6 @@ class Drift:
 
     lines: tuple[str, ...] = ()
     cross_card_sigma: float = 0.0  # > 0 when the baseline's card is another (or unknown) card of this model
-
-    def __iter__(self):
-        return iter(self.lines)
 
 
 def environment_drift(base: Mapping[str, object], new: Mapping[str, object]) -> Drift:
@@ -201,7 +203,7 @@ def environment_drift(base: Mapping[str, object], new: Mapping[str, object]) -> 
 
 
 def judge(new: BenchmarkRecord, base: BenchmarkRecord | None, *, compared: bool,
-          drift: Drift | tuple[str, ...] = ()) -> BenchmarkOutcome:
+          drift: Drift = Drift()) -> BenchmarkOutcome:
     """The outcome of one benchmark: its declared rules, the baseline's structure, the timing verdict.
 
     ``known_bad`` names declared rules (forbid names or expect keys) that this benchmark is meant
@@ -218,7 +220,7 @@ def judge(new: BenchmarkRecord, base: BenchmarkRecord | None, *, compared: bool,
         if base is not None and base.profile is not None:
             findings.extend(check_against_baseline(profile or KernelProfile.missing("profiling was off"),
                                                    base.profile))
-        card_sigma = drift.cross_card_sigma if isinstance(drift, Drift) and new.device_time else 0.0
+        card_sigma = drift.cross_card_sigma if new.device_time else 0.0
         comparison = compare_samples(new.name, _sample(base, new), _sample(new, base),
                                      CompareSettings(min_effect=new.threshold or DEFAULT_THRESHOLD,
                                                      cross_card_sigma=card_sigma))
@@ -228,7 +230,7 @@ def judge(new: BenchmarkRecord, base: BenchmarkRecord | None, *, compared: bool,
                                  reasons=("the baseline entry has non-finite or non-positive times: re-make it",))
     return BenchmarkOutcome(name=new.name, median_ms=new.median_ms, timer=new.timer, device_time=new.device_time,
                             comparison=comparison, findings=tuple(findings), noise_reasons=new.noise_reasons,
-                            drift=tuple(drift))
+                            drift=drift.lines)
 
 
 def _apply_known_bad(findings: list[Finding], known_bad: tuple[str, ...]) -> list[Finding]:
@@ -257,16 +259,15 @@ def _sample(side: BenchmarkRecord | None, other: BenchmarkRecord | None) -> Samp
                   run_medians_ms=side.run_medians_ms)
 
 
-def judge_result(new: BenchmarkRecord, base: ResultFile | None,
-                 drift: Drift | tuple[str, ...] = ()) -> BenchmarkOutcome:
-    """:func:`judge` against ``base``'s entry for the same benchmark (matched across a rootdir change)."""
-    return judge(new, find(new.name, base.benchmarks) if base else None, compared=base is not None, drift=drift)
-
-
 def judge_files(new: ResultFile, base: ResultFile | None) -> RunVerdict:
     """The verdict of a result file against a baseline (``perfci compare``, ``perfci run``). Names are
     matched across a rootdir change (``perfci.names``), as in the pytest plugin."""
-    drift = environment_drift(base.fingerprint, new.fingerprint) if base else ()
-    outcomes = [judge_result(record, base, drift) for record in new.benchmarks.values()]
+    drift = environment_drift(base.fingerprint, new.fingerprint) if base else Drift()
+    matcher = NameMatcher(base.benchmarks) if base is not None else None  # one for the run: one rootdir shift
+    outcomes = []
+    for record in new.benchmarks.values():
+        found = matcher.lookup(record.name) if matcher is not None else None
+        entry = base.benchmarks[found] if base is not None and found is not None else None
+        outcomes.append(judge(record, entry, compared=base is not None, drift=drift))
     outcomes += [error_outcome(name, message) for name, message in new.errors.items() if name not in new.benchmarks]
-    return run_verdict(outcomes, missing_from(base, [o.name for o in outcomes], new.intended))
+    return run_verdict(outcomes, missing_from(base, [o.name for o in outcomes], new.intended, matcher))

@@ -23,7 +23,7 @@ from typing import Any
 
 from perfci import html_charts as charts
 from perfci.fingerprint import Fingerprint
-from perfci.gate import BenchmarkOutcome, RunVerdict, error_outcome, judge_result, run_verdict
+from perfci.gate import BenchmarkOutcome, RunVerdict, error_outcome, judge, run_verdict
 from perfci.record import BenchmarkRecord, ResultFile
 from perfci.trace import KernelProfile
 from perfci.units import format_bytes, format_time_ms, gbps, tflops
@@ -141,11 +141,10 @@ def _structure(o: BenchmarkOutcome) -> str:
 
 
 def _header(verdict: RunVerdict, fp: Fingerprint, baseline: ResultFile | None, title: str, label: str) -> str:
-    failing = len(verdict.regressions) or len(verdict.errors)  # as report.headline counts them
-    status = (f'<div class="status bad">REGRESSION: {failing} failing</div>' if verdict.exit_code
-              else '<div class="status ok">no regression</div>')
-    if verdict.errors:  # run-level errors (no benchmark outcome of their own)
-        status += "".join(f"<div class='err'>{_e(e)}</div>" for e in verdict.errors)
+    words = f"REGRESSION: {len(verdict.regressions)} failing" if verdict.regressions else verdict.status
+    status = f'<div class="status {"bad" if verdict.exit_code else "ok"}">{_e(words)}</div>'
+    if verdict.problems:  # run-level infrastructure problems (no benchmark outcome of their own)
+        status += "".join(f"<div class='err'>{_e(e)}</div>" for e in verdict.problems)
     chips = " ".join(f'{_badge(k)} {n}' for k, n in verdict.counts().items())
     gpu = [("GPU", fp.describe()), ("driver", fp.driver), ("CUDA", fp.cuda), ("torch", fp.torch),
            ("triton", fp.triton), ("power limit", f"{fp.power_limit_w:g} W" if fp.power_limit_w else None),
@@ -306,7 +305,7 @@ def render(verdict: RunVerdict | None, results: Sequence[ResultFile], *, baselin
 
     now = results[-1] if results else None
     if verdict is None:
-        outcomes = [judge_result(r, None) for r in (now.benchmarks.values() if now else ())]
+        outcomes = [judge(r, None, compared=False) for r in (now.benchmarks.values() if now else ())]
         outcomes += [error_outcome(n, m) for n, m in (now.errors.items() if now else ()) if n not in now.benchmarks]
         verdict = run_verdict(outcomes)
     records = dict(now.benchmarks) if now else {}

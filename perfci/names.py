@@ -13,10 +13,7 @@ to the baseline's other names, so MISSING and the run's scope work in this run's
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import TypeVar
-
-T = TypeVar("T")
+from collections.abc import Iterable
 
 
 def _split(name: str) -> tuple[tuple[str, ...], str]:
@@ -79,9 +76,3 @@ class NameMatcher:
         if add_base and base_name.startswith(add_base):
             return add_new + base_name[len(add_base):]
         return add_new + base_name if not add_base else base_name
-
-
-def find(name: str, entries: Mapping[str, T]) -> T | None:
-    """``entries``' value for benchmark ``name``, matched as :class:`NameMatcher` does (for ``gate``)."""
-    found = NameMatcher(entries).lookup(name)
-    return None if found is None else entries[found]

@@ -53,10 +53,10 @@ from perfci.nsight import (
     pytest_child,
     require_tool,
     run_tool,
-    write_json_atomic,
 )
 from perfci.profilers import ProfileRun
 from perfci.ranges import DOMAIN as NVTX_DOMAIN
+from perfci.record import write_atomic
 
 SUMMARY_NAME = "ncu_summary.json"
 NVTX_FILTER = f"regex:{NVTX_DOMAIN}@.*::.*/"
@@ -377,7 +377,8 @@ class NcuProfiler:
         launches = parse_ncu_raw_csv(raw.read_text(encoding="utf-8", errors="replace"))
         summaries = summarise(launches, tensor or None)  # None: the counters the export has
         used = tensor or tensor_metrics(n.split(".")[0] for la in launches for n in la.values)
-        summary = write_json_atomic(out_dir / SUMMARY_NAME, summary_json(summaries, report, used))
+        summary = out_dir / SUMMARY_NAME
+        write_atomic(summary, summary_json(summaries, report, used))
         return ProfileRun(tuple(s.row for s in summaries), (report, raw, summary), summary, child_exit, TABLE_METRICS,
                           (), "ncu")
 

@@ -22,10 +22,8 @@ import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from perfci.errors import InfrastructureError
-from perfci.record import write_atomic
 
 SCHEMA_VERSION = 1
 # options for the pytest child: one eager call per benchmark, no torch.profiler pass, no cache dir
@@ -73,9 +71,3 @@ def run_tool(cmd: Sequence[str], *, env: Mapping[str, str] | None = None) -> int
         raise InfrastructureError(f"could not start {cmd[0]}: {exc}") from None
     except KeyboardInterrupt:
         raise InfrastructureError(f"{Path(cmd[0]).name} was interrupted") from None
-
-
-def write_json_atomic(path: Path, doc: Mapping[str, Any]) -> Path:
-    """A summary JSON written whole or not at all (``perfci.record.write_atomic``); returns its path."""
-    write_atomic(path, doc)
-    return path

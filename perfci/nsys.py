@@ -47,9 +47,9 @@ from perfci.nsight import (
     pytest_child,
     require_tool,
     run_tool,
-    write_json_atomic,
 )
 from perfci.profilers import ProfileRun
+from perfci.record import write_atomic
 
 SUMMARY_NAME = "nsys_summary.json"
 EVENT_TYPES = {"NvtxPushPopRange": 59, "NvtxStartEndRange": 60, "NvtxDomainCreate": 75}
@@ -415,7 +415,8 @@ class NsysProfiler:
         return self._finish(capture, Path(out_dir) if out_dir is not None else Path(path).parent, (), 0)
 
     def _finish(self, capture: NsysCapture, out_dir: Path, kept: tuple[Path, ...], child_exit: int) -> ProfileRun:
-        summary = write_json_atomic(out_dir / SUMMARY_NAME, capture.to_json())
+        summary = out_dir / SUMMARY_NAME
+        write_atomic(summary, capture.to_json())
         notes = tuple(f"{r.name}: range {r.range_time_ms:.3f} ms, kernels {r.kernel_time_ms:.3f} ms, overhead "
                       f"{r.overhead_ms:.3f} ms; {r.memcpy_count} memcpy ({r.memcpy_bytes} B), {r.memset_count} memset"
                       for r in capture.ranges.values())

@@ -82,12 +82,7 @@ def timing_gated(verdict: RunVerdict) -> bool:
 def headline(verdict: RunVerdict, fingerprint: Fingerprint) -> str:
     """The one line every output starts with; its counts are ``verdict.counts()``, worst first."""
     counts = ", ".join(_count_label(verdict, k, n) for k, n in verdict.counts().items())
-    if verdict.regressions:
-        status = f"REGRESSION ({len(verdict.regressions)} failing)"
-    elif verdict.problems:
-        status = f"no regression, but {len(verdict.problems)} infrastructure problem(s)"
-    else:
-        status = "no regression"
+    status = verdict.status
     mode = "" if fingerprint.gpu_available else " [CPU mode: host wall-clock times, timing not gated]"
     return f"perfci: {status} on {fingerprint.name}{mode} - {counts or 'nothing run'}"
 

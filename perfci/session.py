@@ -22,6 +22,7 @@ from perfci.errors import BadInputError
 from perfci.fingerprint import Fingerprint, require_same_gpu, slugify
 from perfci.gate import (
     BenchmarkOutcome,
+    Drift,
     RunVerdict,
     environment_drift,
     error_outcome,
@@ -49,7 +50,7 @@ class PerfSession:
     ranges: Ranges = field(default_factory=Ranges)
     outcomes: list[BenchmarkOutcome] = field(default_factory=list)
     executed: set[str] = field(default_factory=set)
-    drift: tuple[str, ...] = ()  # environment drift against the baseline: one value for the whole session
+    drift: Drift = field(default_factory=Drift)  # against the baseline's machine: one value for the whole session
     # perfci run's two passes (perfci.confirm): the first reports a timing-only SLOWER without failing
     # the test; the second pools each re-measured benchmark with its first-pass record
     provisional: bool = False
