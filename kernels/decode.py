@@ -26,6 +26,7 @@ from kernels._checks import (
     mma,
     next_pow2,
     padded_dim,
+    set_triton_allocator,
     sm_count,
 )
 
@@ -37,8 +38,10 @@ NUM_SMS_DEFAULT = 132
 def _decode_split(Q, K, V, PO, PL, sqb, sqh, sqd, skb, skh, skl, skd, svb, svh, svl, svd, sob, soh, sod,
                   HKV, GROUP, LK, CHUNK, NSPLIT, qk_scale,
                   HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_G: tl.constexpr,
-                  DOT_F32: tl.constexpr, DIRECT: tl.constexpr = False):
+                  DOT_F32: tl.constexpr, DIRECT: tl.constexpr = False, USE_TMA: tl.constexpr = False):
     # DIRECT (one chunk per head): PO is the output itself (strides sob/soh/sod); no partials, no combine.
+    # USE_TMA: K/V tiles through per-(batch, kv head) tensor descriptors of shape (LK, HEAD_DIM) (zero-filled
+    # beyond LK rows and HEAD_DIM columns) instead of masked pointer loads.
     split = tl.program_id(0)
     bhk = tl.program_id(1)
     b = (bhk // HKV).to(tl.int64)
@@ -54,6 +57,9 @@ def _decode_split(Q, K, V, PO, PL, sqb, sqh, sqd, skb, skh, skl, skd, svb, svh, 
     v_base = V + b * svb + hk * svh
     lo = split * CHUNK
     hi = tl.minimum(lo + CHUNK, LK)
+    if USE_TMA:
+        k_desc = tl.make_tensor_descriptor(k_base, [LK, HEAD_DIM], [skl, 1], [BLOCK_N, BLOCK_D])
+        v_desc = tl.make_tensor_descriptor(v_base, [LK, HEAD_DIM], [svl, 1], [BLOCK_N, BLOCK_D])
     m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_G], tl.float32)
     acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
@@ -64,8 +70,12 @@ def _decode_split(Q, K, V, PO, PL, sqb, sqh, sqd, skb, skh, skl, skd, svb, svh, 
             kv_ok = n_ok[:, None]
         else:
             kv_ok = n_ok[:, None] & d_ok[None, :]
-        k = tl.load(k_base + offs_n[:, None] * skl + offs_d[None, :] * skd, mask=kv_ok, other=0.0)
-        v = tl.load(v_base + offs_n[:, None] * svl + offs_d[None, :] * svd, mask=kv_ok, other=0.0)
+        if USE_TMA:
+            k = k_desc.load([start, 0])
+            v = v_desc.load([start, 0])
+        else:
+            k = tl.load(k_base + offs_n[:, None] * skl + offs_d[None, :] * skd, mask=kv_ok, other=0.0)
+            v = tl.load(v_base + offs_n[:, None] * svl + offs_d[None, :] * svd, mask=kv_ok, other=0.0)
         s = mma(q, tl.trans(k), None, DOT_F32)
         s = tl.where(n_ok[None, :], s * qk_scale, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
@@ -103,6 +113,18 @@ def _decode_combine(PO, PL, Out, sob, soh, sod, HQ, NSPLIT,
     tl.store(Out + b * sob + h * soh + offs_d * sod, out.to(Out.dtype.element_ty), mask=offs_d < HEAD_DIM)
 
 
+USE_TMA = False  # default for K/V loads (kernels/NOTES.md, 2026-11-24 session 5)
+
+
+def _kv_tma_ok(k: torch.Tensor, v: torch.Tensor, sk: tuple, sv: tuple) -> bool:
+    """Per-head descriptors need: CUDA sm_90+, unit dim stride, 16-byte aligned bases, position and head strides."""
+    if interpreting() or k.device.type != "cuda" or torch.cuda.get_device_capability(k.device)[0] < 9:
+        return False
+    es = k.element_size()
+    return all(s[3] == 1 and t.data_ptr() % 16 == 0 and all(x * es % 16 == 0 for x in s[:3])
+               for t, s in ((k, sk), (v, sv)))
+
+
 def choose_splits(batch: int, heads_kv: int, len_k: int, block_n: int, num_sms: int, waves: float = 2.0) -> int:
     """KV chunks per (batch, kv head).  When there are about as many (batch, kv head) pairs as SMs, one
     chunk each (the output is written directly, no combine kernel: +3-13 % on an H100 at 8x16 heads);
@@ -125,13 +147,15 @@ def decode_attention(
     block_n: int | None = None,
     num_warps: int | None = None,
     num_stages: int | None = None,
+    use_tma: bool | None = None,
     out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Attention of one query position against a KV cache of any length.
 
     q: (B, Hq, 1, D) ("bhld") or (B, 1, Hq, D) ("blhd"); caches: (B, Hkv, L, D) or (B, L, Hkv, D),
     Hq a multiple of Hkv.  Returns q's shape (into ``out`` if given).  ``num_splits`` and the tile
-    sizes override the heuristic.
+    sizes override the heuristic; ``use_tma`` forces tensor-descriptor loads on or off (default: USE_TMA
+    where the caches allow it).
     """
     dims = check_attention(q, k_cache, v_cache, layout, HEAD_DIMS)
     if dims.len_q != 1:
@@ -164,10 +188,14 @@ def decode_attention(
     sv = layout_strides(v_cache, layout)
     block_g = max(16, next_pow2(dims.group))
     extra = {} if interp else {"num_warps": num_warps or 4, "num_stages": num_stages or 3}
+    tma = (USE_TMA and _kv_tma_ok(k_cache, v_cache, sk, sv)) if use_tma is None else use_tma
+    if tma:
+        set_triton_allocator()
     _decode_split[(nsplit, dims.batch * dims.heads_kv)](
         q, k_cache, v_cache, part_o, part_l, sq[0], sq[1], sq[3], *sk, *sv, so[0], so[1], so[3],
         dims.heads_kv, dims.group, dims.len_k, chunk, nsplit, scale * LOG2E,
-        HEAD_DIM=dims.head_dim, BLOCK_D=block_d, BLOCK_N=bn, BLOCK_G=block_g, DOT_F32=interp, DIRECT=direct, **extra)
+        HEAD_DIM=dims.head_dim, BLOCK_D=block_d, BLOCK_N=bn, BLOCK_G=block_g, DOT_F32=interp, DIRECT=direct,
+        USE_TMA=tma, **extra)
     if direct:
         return out
     _decode_combine[(bh,)](part_o, part_l, out, so[0], so[1], so[3], dims.heads_q, nsplit,

@@ -169,6 +169,7 @@ def matmul(
     use_tma: bool | None = None,
     persistent: bool = True,
     split_k: int | None = None,
+    splitk_fused: bool | None = None,
     out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``a @ b`` for 2-D fp16/bf16 tensors (M, K) x (K, N) -> (M, N), fp32 accumulation.
@@ -176,7 +177,8 @@ def matmul(
     ``config`` (a CONFIGS tuple; 6 entries = EPI 0, no flattening), ``use_tma`` and ``persistent`` are
     tuning knobs (``kernels/tune.py``); the defaults autotune on GPU.  Decode-sized products (M <= 64
     with too few output tiles to fill the GPU) go through the split-K kernels (``kernels/matmul_splitk.py``);
-    ``split_k`` forces a split count there (0: never split).
+    ``split_k`` forces a split count there (0: never split); ``splitk_fused`` forces the reduction into the
+    last-arriving program (True) or a second kernel (False).
     """
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, torch.Tensor) or t.dim() != 2:
@@ -196,7 +198,7 @@ def matmul(
         return c.zero_()
     sms = num_sms(a.device)
     if split_k or (split_k is None and config is None and use_splitk(m, n, k, sms)):
-        return matmul_splitk(a, b, c, sms, split=split_k)
+        return matmul_splitk(a, b, c, sms, split=split_k, fused=splitk_fused)
     tma = _tma_ok(a, b, c) if use_tma is None else use_tma
     colmajor = bool(b.stride(0) == 1 and b.stride(1) != 1) if tma else False
     if tma:

@@ -18,7 +18,10 @@ from kernels._checks import interpreting, mma, next_pow2
 
 @triton.jit
 def _splitk_partial(A, B, W, M, N, K, K_PER, sam, sak, sbk, sbn,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_F32: tl.constexpr):
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_F32: tl.constexpr,
+                    C=None, LOCKS=None, SPLIT=1, scm=0, scn=0, FUSED: tl.constexpr = False):
+    # FUSED: the last program of a tile to finish (a per-tile arrival counter) sums the SPLIT fp32 partials
+    # from W and writes C, then resets its counter to 0 for the next call: no second kernel.
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     s = tl.program_id(2)
@@ -39,6 +42,18 @@ def _splitk_partial(A, B, W, M, N, K, K_PER, sam, sak, sbk, sbn,
         acc = mma(a, b, acc, DOT_F32)
     tl.store(W + (s * M + offs_m[:, None]).to(tl.int64) * N + offs_n[None, :], acc,
              mask=m_ok[:, None] & n_ok[None, :])
+    if FUSED:
+        tile = pid_m * tl.num_programs(0) + pid_n
+        tl.debug_barrier()  # every thread's partial stored before the release below
+        arrived = tl.atomic_add(LOCKS + tile, 1, sem="acq_rel", scope="gpu")
+        if arrived == SPLIT - 1:
+            total = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+            for t in range(SPLIT):
+                total += tl.load(W + (t * M + offs_m[:, None]).to(tl.int64) * N + offs_n[None, :],
+                                 mask=m_ok[:, None] & n_ok[None, :], other=0.0, cache_modifier=".cg")
+            tl.store(C + offs_m[:, None].to(tl.int64) * scm + offs_n[None, :] * scn, total.to(C.dtype.element_ty),
+                     mask=m_ok[:, None] & n_ok[None, :])
+            tl.atomic_xchg(LOCKS + tile, 0, sem="relaxed", scope="gpu")
 
 
 @triton.jit
@@ -55,6 +70,17 @@ def _splitk_reduce(W, C, M, N, SPLIT, scm, scn, BLOCK: tl.constexpr):
 
 # (BLOCK_N, BLOCK_K, num_warps, num_stages); BLOCK_M = next power of two >= M (>= 16)
 SPLITK_CONFIG: tuple[int, int, int, int] = (64, 128, 4, 4)
+FUSED_DEFAULT = False  # reduce in the last-arriving program instead of a second kernel (kernels/NOTES.md)
+_LOCKS: dict[torch.device, torch.Tensor] = {}
+
+
+def _locks(device: torch.device, n: int) -> torch.Tensor:
+    """Per-tile arrival counters (int32, zero between calls: the reducing program resets its own)."""
+    t = _LOCKS.get(device)
+    if t is None or t.numel() < n:
+        t = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
+        _LOCKS[device] = t
+    return t
 
 
 def choose_split(m: int, n: int, k: int, block_m: int, block_n: int, block_k: int, num_sms: int) -> int:
@@ -66,7 +92,8 @@ def choose_split(m: int, n: int, k: int, block_m: int, block_n: int, block_k: in
 
 
 def matmul_splitk(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, num_sms: int, *,
-                  split: int | None = None, config: tuple[int, int, int, int] | None = None) -> torch.Tensor:
+                  split: int | None = None, config: tuple[int, int, int, int] | None = None,
+                  fused: bool | None = None) -> torch.Tensor:
     """``c = a @ b`` through the split-K kernels (inputs already validated by ``kernels.matmul.matmul``)."""
     m, k = a.shape
     n = b.shape[1]
@@ -77,7 +104,15 @@ def matmul_splitk(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, num_sms: in
     split = triton.cdiv(k, k_per)  # every chunk non-empty
     work = torch.empty((split, m, n), dtype=torch.float32, device=a.device)
     extra = {} if interpreting() else {"num_warps": warps, "num_stages": stages}
-    _splitk_partial[(triton.cdiv(n, bn), triton.cdiv(m, bm), split)](
+    grid = (triton.cdiv(n, bn), triton.cdiv(m, bm), split)
+    fused = FUSED_DEFAULT if fused is None else fused
+    if fused and split > 1:
+        locks = _locks(a.device, grid[0] * grid[1])
+        _splitk_partial[grid](a, b, work, m, n, k, k_per, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                              BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, DOT_F32=interpreting(), C=c, LOCKS=locks,
+                              SPLIT=split, scm=c.stride(0), scn=c.stride(1), FUSED=True, **extra)
+        return c
+    _splitk_partial[grid](
         a, b, work, m, n, k, k_per, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, DOT_F32=interpreting(), **extra)
     block = 1024

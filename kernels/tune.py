@@ -40,7 +40,18 @@ def env_report(log) -> dict:
     p = torch.cuda.get_device_properties(0)
     info = {"gpu": p.name, "sms": p.multi_processor_count, "torch": torch.__version__, "triton": triton.__version__,
             "make_tensor_descriptor": hasattr(tl, "make_tensor_descriptor"),
-            "set_allocator": hasattr(triton, "set_allocator")}
+            "set_allocator": hasattr(triton, "set_allocator"), "uuid": str(getattr(p, "uuid", "?")),
+            "cuda": torch.version.cuda, "capability": list(torch.cuda.get_device_capability(0))}
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        info["driver"] = pynvml.nvmlSystemGetDriverVersion()
+        info["nvml_uuid"] = pynvml.nvmlDeviceGetUUID(h)
+        info["sm_clock_max_MHz"] = pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM)
+    except Exception as exc:  # the fingerprint without NVML
+        info["driver"] = f"? ({type(exc).__name__})"
     x = torch.empty(2**30 // 2, device="cuda", dtype=torch.bfloat16).normal_()
     y = torch.empty_like(x)
     ms = bench(lambda: y.copy_(x))

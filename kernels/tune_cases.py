@@ -41,21 +41,29 @@ BWD_D = [96]  # backward head dims swept (d128 in run 1 of Nov 22, d64 in run 2)
 DKDV = [(64, 128, 8, 2), (64, 128, 8, 3), (64, 64, 4, 3)]
 DQ = [(128, 64, 8, 3), (128, 128, 8, 2)]
 BWD_CAUSAL = (False,)
-# decode: (BLOCK_N, warps, stages, waves)
-DEC = [(64, 4, 3, 2), (128, 4, 3, 2), (64, 4, 3, 0), (128, 4, 3, 0), (64, 4, 4, 0), (64, 4, 3, 1), (128, 8, 3, 0)]
-# (waves 0: one chunk per head, output written directly, no combine kernel)
+# decode: (BLOCK_N, warps, stages, waves, TMA)   (waves 0: one chunk per head, output written directly)
+DEC = [(128, 4, 3, 0, False), (128, 4, 3, 0, True), (128, 4, 4, 0, False), (128, 4, 4, 0, True), (64, 4, 4, 0, True),
+       (128, 8, 3, 0, True), (256, 8, 2, 0, False), (256, 8, 2, 0, True), (64, 4, 3, 2, False), (64, 4, 3, 2, True),
+       (128, 4, 3, 2, False), (128, 4, 3, 2, True)]
 # GEMM: (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, warps, stages, EPI, FLATTEN), persistent grid
-MM = [(128, 256, 64, 8, 8, 4, 1, True), (128, 256, 64, 4, 8, 3, 0, True), (128, 256, 64, 8, 8, 4, 2, True),
-      (128, 256, 128, 8, 8, 2, 2, False), (128, 256, 64, 16, 8, 3, 0, True)]
-MM_SMALL = [(64, 64, 128, 1, 4, 4, 2, False), (64, 128, 128, 1, 4, 4, 2, False), (64, 32, 256, 1, 4, 4, 2, False),
-            (64, 64, 256, 1, 4, 3, 2, False), (64, 128, 64, 1, 4, 6, 2, False), (64, 32, 128, 1, 4, 6, 2, False)]
-# split-K for decode-sized GEMMs: (split or 0 = auto, (BLOCK_N, BLOCK_K, warps, stages))
-MMK = [(0, (64, 128, 4, 4)), (4, (64, 128, 4, 4)), (8, (64, 128, 4, 4)), (0, (128, 128, 4, 4)),
-       (0, (64, 256, 4, 3)), (0, (32, 128, 4, 4)), (16, (64, 128, 4, 4))]
+MM = [(128, 256, 64, 8, 8, 4, 1, True), (128, 256, 64, 4, 8, 3, 0, True), (128, 256, 64, 8, 8, 3, 0, True),
+      (128, 256, 64, 16, 8, 3, 0, True), (128, 256, 64, 1, 8, 3, 0, True), (128, 256, 64, 8, 8, 3, 0, False),
+      (256, 128, 64, 8, 8, 3, 0, True), (256, 128, 64, 8, 8, 4, 1, True), (128, 128, 64, 8, 8, 4, 0, True),
+      (128, 128, 64, 8, 4, 4, 0, True), (128, 128, 128, 8, 8, 3, 0, True)]
+MM_SMALL = [(64, 32, 256, 1, 4, 4, 2, False), (64, 128, 64, 1, 4, 6, 2, False), (64, 32, 128, 1, 4, 6, 2, False),
+            (64, 64, 128, 1, 4, 6, 2, False), (64, 128, 128, 1, 4, 4, 2, False)]
+# split-K for decode-sized GEMMs: (split or 0 = auto, (BLOCK_N, BLOCK_K, warps, stages), fused reduction)
+MMK = [(0, (64, 128, 4, 4), False), (0, (64, 128, 4, 4), True), (4, (64, 128, 4, 4), True),
+       (4, (128, 128, 4, 4), True), (2, (128, 128, 4, 4), True), (4, (128, 128, 8, 4), True),
+       (8, (256, 64, 8, 4), True), (4, (128, 64, 4, 6), True), (2, (64, 128, 4, 4), True)]
+# ragged-GEMM diagnosis: the 4000x5000x3000 case with B's / C's row pitch padded to 5120 columns (views), and
+# M-raggedness apart from N-raggedness (both with the 10000-byte pitch or without)
+MM_PAD = ["b", "c", "bc"]
+MM_PAD_CFGS = [(128, 256, 64, 8, 8, 3, 0, True), (128, 256, 64, 8, 8, 4, 1, True), (256, 128, 64, 8, 8, 3, 0, True)]
 FWD_SHAPE = (2, 16, 8192)  # B, H, L for the forward/backward sweeps
 DEC_SHAPES = [(8, 16, 16, 2048, 64, torch.float16), (8, 16, 16, 8192, 128, torch.float16),
               (2, 32, 8, 32768, 128, torch.bfloat16), (1, 8, 8, 131072, 128, torch.float16)]
-MM_SHAPES = [(4000, 5000, 3000), (4096, 5120, 3072), (4000, 5000, 3072), (4096, 5120, 3000)]
+MM_SHAPES = [(4000, 5000, 3000), (4096, 5120, 3072), (4000, 5000, 3072), (4096, 5000, 3072), (4000, 5120, 3072)]
 MM_SMALL_SHAPES = [(1, 4096, 4096), (16, 14336, 4096), (64, 4096, 4096)]
 FINAL_FWD = [(128, 4096, 4), (128, 16384, 1), (64, 4096, 4), (96, 4096, 4), (80, 4096, 4), (128, 512, 32)]
 FINAL_FP8 = [(128, 4096, 4), (128, 16384, 1)]  # d, L, B (H=16)
@@ -86,19 +94,25 @@ def sweep_variants() -> list[Variant]:
                 for cfg in DQ[1:]:
                     out.append(Variant("bwd", (b, h, seq, d, causal), {"dkdv": DKDV[0], "dq": cfg, "tma": tma}))
     for shp in DEC_SHAPES:
-        for bn, w, s, waves in DEC:
-            out.append(Variant("dec", shp, {"bn": bn, "w": w, "s": s, "waves": waves}))
+        for bn, w, s, waves, tma in DEC:
+            if bn * shp[4] * 4 * (s - 1) > 220_000:
+                continue  # K+V stages beyond shared memory
+            if waves == 0 and shp[0] * shp[2] < 0.9 * 132:
+                continue  # one chunk per head only runs when the (batch, kv head) pairs fill the GPU
+            out.append(Variant("dec", shp, {"bn": bn, "w": w, "s": s, "waves": waves, "tma": tma}))
     for shp in MM_SHAPES:
-        for cfg in MM:
+        for cfg in MM if shp == MM_SHAPES[0] else MM[:4]:
             out.append(Variant("mm", shp, {"cfg": cfg}))
+    for pad in MM_PAD:
+        for cfg in MM_PAD_CFGS:
+            out.append(Variant("mm", MM_SHAPES[0], {"cfg": cfg, "pad": pad}))
+    for cfg in MM_PAD_CFGS[:1]:
+        out.append(Variant("mm", MM_SHAPES[0], {"cfg": cfg, "persistent": False}))
     for shp in MM_SMALL_SHAPES:
         for cfg in MM_SMALL:
             out.append(Variant("mm", shp, {"cfg": cfg}))
-        for split, cfg in MMK:
-            out.append(Variant("mmk", shp, {"split": split, "cfg": cfg}))
-    for shp in MM_SHAPES[:1]:  # the ragged shape through pointer loads (row pitches not 128-byte aligned)
-        for cfg in MM[:3]:
-            out.append(Variant("mm", shp, {"cfg": cfg, "tma": False}))
+        for split, cfg, fused in MMK:
+            out.append(Variant("mmk", shp, {"split": split, "cfg": cfg, "fused": fused}))
     return out
 
 
@@ -124,6 +138,13 @@ def fp8_inputs(b: int, h: int, seq: int, d: int, vt: bool) -> tuple:
 
 
 _INPUTS: dict[tuple, Any] = {}
+
+
+def padded(t: torch.Tensor, cols: int) -> torch.Tensor:
+    """A copy of 2-D ``t`` whose rows are ``cols`` elements apart (a view of a wider buffer)."""
+    buf = torch.zeros((t.shape[0], cols), dtype=t.dtype, device=t.device)
+    buf[:, : t.shape[1]].copy_(t)
+    return buf[:, : t.shape[1]]
 
 
 def inputs(section: str, case: tuple, vt: bool = False) -> Any:
@@ -175,15 +196,22 @@ def make_fn(v: Variant):
         sms = sm_count(q.device, cpu_default=decode.NUM_SMS_DEFAULT)
         ns = decode.choose_splits(b, hk, seq, p["bn"], sms, waves=p["waves"]) if p["waves"] else 1
         return partial(decode.decode_attention, q, k, vv, num_splits=ns, block_n=p["bn"], num_warps=p["w"],
-                       num_stages=p["s"])
+                       num_stages=p["s"], use_tma=p.get("tma", False))
     a, bm = inputs("mm", v.case)
     if v.section == "mmk":
         from kernels.matmul_splitk import matmul_splitk
 
         c = torch.empty((a.shape[0], bm.shape[1]), dtype=a.dtype, device=a.device)
         return partial(matmul_splitk, a, bm, c, sm_count(a.device, cpu_default=4), split=p["split"] or None,
-                       config=p["cfg"])
-    return partial(matmul.matmul, a, bm, config=p["cfg"], use_tma=p.get("tma"))
+                       config=p["cfg"], fused=p.get("fused"))
+    pad = p.get("pad", "")
+    n = bm.shape[1]
+    wide = (n + 127) // 128 * 128 + (128 if n % 128 == 0 else 0)  # a 256-byte-aligned pitch wider than n
+    if "b" in pad:
+        bm = padded(bm, wide)
+    out = padded(torch.empty((a.shape[0], n), dtype=a.dtype, device=a.device), wide) if "c" in pad else None
+    return partial(matmul.matmul, a, bm, config=p["cfg"], use_tma=p.get("tma"), persistent=p.get("persistent", True),
+                   out=out)
 
 
 def flops_bytes(v: Variant) -> tuple[float, float]:
@@ -266,4 +294,5 @@ def dry_setup() -> None:
         FWD_D[key] = FWD_D[key][:1]
     MM[:] = [(32, 32, 16, 2, 4, 1, 0, False), (32, 32, 16, 2, 4, 1, 2, True)]
     MM_SMALL[:] = [(16, 32, 16, 1, 4, 1, 2, False)]
-    del DEC[2:], DKDV[1:], DQ[2:], FP8[1:], MMK[1:]
+    MM_PAD_CFGS[:] = MM[:1]
+    del DEC[2:], DKDV[1:], DQ[2:], FP8[1:], MMK[2:], MM_PAD[1:]

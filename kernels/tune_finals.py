@@ -24,15 +24,26 @@ def best_rows(rows: list[dict]) -> list[str]:
     for r in rows:
         if "ms" not in r or r.get("rel_err", 1) > tolerance(r["section"]):
             continue
-        key = (r["section"], tuple(r["case"]))
+        key = (r["section"], tuple(r["case"]), _layout_tag(r["params"]))
         if key not in best or r["ms"] < best[key]["ms"]:
             best[key] = r
     out = []
-    for (sec, case), r in best.items():
+    for (sec, case, _tag), r in best.items():
         # decode is memory-bound (GB/s); attention and matmul are judged by TFLOPS
         rate = f"{r['gbps']:.0f} GB/s" if sec == "dec" and "gbps" in r else f"{r['tflops']:.0f} TFLOPS"
         out.append(f"BEST {sec} {','.join(case)} {r['ms']:.4f} ms {rate} err={r['rel_err']:.1e} {r['params']}")
     return out
+
+
+def _layout_tag(params: dict) -> str:
+    """Sweep rows that are diagnoses, not candidates of the default path (padded views, non-persistent grid,
+    GEMM pointer loads): best_rows keeps them apart and apply_best skips them."""
+    tag = ""
+    if params.get("pad"):
+        tag += f" pad={params['pad']}"
+    if str(params.get("persistent", True)) == "False":
+        tag += " non-persistent"
+    return tag
 
 
 def apply_best(rows: list[dict], log) -> None:
@@ -73,8 +84,11 @@ def apply_best(rows: list[dict], log) -> None:
             attention.set_configs("dkdv", d, dkdv)
             attention.set_configs("dq", d, dq)
             log(f"bwd d{d} autotune candidates: dkdv {dkdv} dq {dq}")
-    big = top("mm", lambda v: v.case[0] > matmul.SMALL_M, lambda v: v.params["cfg"])
-    small = top("mm", lambda v: v.case[0] <= matmul.SMALL_M, lambda v: v.params["cfg"])
+    def plain(v) -> bool:
+        return not _layout_tag(v.params) and v.params.get("tma") is None
+
+    big = top("mm", lambda v: v.case[0] > matmul.SMALL_M and plain(v), lambda v: v.params["cfg"])
+    small = top("mm", lambda v: v.case[0] <= matmul.SMALL_M and plain(v), lambda v: v.params["cfg"])
     if big or small:
         matmul.set_configs(list(dict.fromkeys([*big, *matmul.CONFIGS])),
                            list(dict.fromkeys([*small, *matmul.SMALL_M_CONFIGS])))

@@ -20,7 +20,7 @@ def _rand(shape, dtype, device, gen):
 
 
 def check_decode(b, hq, hk, seq, d, layout, dtype, device, gen, num_splits=None, cache_len=None,
-                 ref_dtype=torch.float64):
+                 ref_dtype=torch.float64, **kw):
     """``cache_len`` > seq: the caches are views of the first ``seq`` slots of a longer buffer."""
     cap = cache_len or seq
     q = _rand(_shape(b, hq, 1, d, layout), dtype, device, gen)
@@ -29,9 +29,9 @@ def check_decode(b, hq, hk, seq, d, layout, dtype, device, gen, num_splits=None,
     dim = 2 if layout == "bhld" else 1
     k, v = kbuf.narrow(dim, 0, seq), vbuf.narrow(dim, 0, seq)
     out = torch.full(q.shape, float("nan"), dtype=dtype, device=device)
-    decode_attention(q, k, v, layout=layout, num_splits=num_splits, out=out)
+    decode_attention(q, k, v, layout=layout, num_splits=num_splits, out=out, **kw)
     ref = decode_fp32(q.to(ref_dtype), k.to(ref_dtype), v.to(ref_dtype), layout=layout)
-    tag = f"seed={gen.initial_seed()} {layout} {dtype} q={tuple(q.shape)} k={tuple(k.shape)} splits={num_splits}"
+    tag = f"seed={gen.initial_seed()} {layout} {dtype} q={tuple(q.shape)} k={tuple(k.shape)} splits={num_splits} {kw}"
     assert torch.isfinite(out).all(), f"unwritten output: {tag}"
     err = rel_err(out, ref)
     assert err < TOL[dtype], f"rel err {err:.2e}: {tag}"
@@ -53,6 +53,20 @@ def check_decode(b, hq, hk, seq, d, layout, dtype, device, gen, num_splits=None,
 )
 def test_decode_matches_reference(b, hq, hk, seq, d, layout, dtype, splits, cache_len, device, gen):
     check_decode(b, hq, hk, seq, d, layout, dtype, device, gen, splits, cache_len)
+
+
+@pytest.mark.parametrize(
+    ("b", "hq", "hk", "seq", "d", "layout", "dtype", "splits", "cache_len"),
+    [
+        (1, 8, 2, 129, 128, "blhd", torch.bfloat16, 3, None),  # GQA, 3 chunks, ragged tail
+        (2, 4, 1, 77, 64, "bhld", torch.bfloat16, 5, 96),  # view of a longer buffer: rows >= 77 zero-filled
+        (2, 6, 2, 70, 80, "blhd", torch.bfloat16, 1, None),  # direct output, padded dim (zero-filled columns)
+        (1, 2, 1, 40, 192, "blhd", torch.bfloat16, 1, 48),
+    ],
+)
+def test_decode_tensor_descriptor_path(b, hq, hk, seq, d, layout, dtype, splits, cache_len, device, gen):
+    """K/V through per-head tensor descriptors (``use_tma=True``)."""
+    check_decode(b, hq, hk, seq, d, layout, dtype, device, gen, splits, cache_len, use_tma=True)
 
 
 def test_decode_rejects_long_query(device):
@@ -82,3 +96,20 @@ def test_decode_empty_cache(device):
 )
 def test_decode_gpu(b, hq, hk, seq, d, layout, dtype, gen):
     check_decode(b, hq, hk, seq, d, layout, dtype, "cuda", gen, ref_dtype=torch.float32)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("b", "hq", "hk", "seq", "d", "layout", "dtype", "cache_len"),
+    [
+        (8, 16, 16, 2048, 64, "bhld", torch.float16, None),
+        (2, 32, 8, 32771, 128, "blhd", torch.bfloat16, None),
+        (4, 32, 8, 4099, 80, "blhd", torch.bfloat16, 4200),
+        (1, 8, 8, 131072, 128, "bhld", torch.float16, None),
+    ],
+)
+@pytest.mark.parametrize("use_tma", [True, False])
+def test_decode_gpu_loads(b, hq, hk, seq, d, layout, dtype, cache_len, use_tma, gen):
+    """Both load paths on the GPU (tensor descriptors and pointers), whatever the default."""
+    check_decode(b, hq, hk, seq, d, layout, dtype, "cuda", gen, cache_len=cache_len, ref_dtype=torch.float32,
+                 use_tma=use_tma)

@@ -50,6 +50,17 @@ def test_matmul_split_k(m, split, device, gen):
     check_matmul(m, 40, 70, torch.bfloat16, device, gen, split_k=split or 4)
 
 
+@pytest.mark.parametrize(("m", "n", "k", "split"), [(1, 40, 70, 3), (33, 70, 300, 4), (64, 100, 129, 2)])
+def test_matmul_split_k_fused(m, n, k, split, device, gen):
+    """Split-K with the reduction in the last program of each tile (arrival counters reset for the next
+    call: run twice)."""
+    from kernels.matmul_splitk import _LOCKS
+
+    for _ in range(2):
+        check_matmul(m, n, k, torch.bfloat16, device, gen, split_k=split, splitk_fused=True)
+    assert all(int(t.sum()) == 0 for t in _LOCKS.values())
+
+
 def test_matmul_non_persistent_grid(device, gen):
     check_matmul(70, 90, 33, torch.float16, device, gen, persistent=False)
 
@@ -91,3 +102,14 @@ def test_matmul_gpu_epilogues(config, gen):
 def test_matmul_epilogues(epi, device, gen):
     """Tensor-descriptor path with each epilogue: whole-tile, two half-tile, and plain stores."""
     check_matmul(70, 104, 40, torch.bfloat16, device, gen, use_tma=True, config=(32, 32, 16, 2, 4, 1, epi, True))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("m", "n", "k", "split"), [(64, 4096, 4096, 4), (1, 4096, 4096, 4), (16, 14336, 4096, None),
+                                                     (37, 1000, 3000, 3), (64, 4096, 4096, 2)])
+@pytest.mark.parametrize("fused", [True, False])
+def test_matmul_gpu_split_k(m, n, k, split, fused, gen):
+    """Split-K on the GPU, separate reduce kernel or fused (last-arriving program); three calls in a row."""
+    for _ in range(3):
+        check_matmul(m, n, k, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32, split_k=split or 4,
+                     splitk_fused=fused)

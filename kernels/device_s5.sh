@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Session-5 device calls (issue 16): bash kernels/device_s5.sh CALL  (on the lent GPU, OUT set by the tool).
+# call1: GPU tests of matmul/decode, sweeps (dec, mm incl. ragged-GEMM diagnosis), finals dec+mm.
+# call2: all tests/kernels -m gpu, finals dec+mm (+fwd), perf suite (decode, matmul).
+set -o pipefail
+export PYTHONUNBUFFERED=1 PYTHONPATH=.
+CALL=${1:-call1}
+LOG=$OUT/kernels_h100_s5_${CALL}
+{
+  date -u
+  nvidia-smi --query-gpu=name,uuid,driver_version,pci.bus_id,clocks.max.sm,power.limit --format=csv
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
+} 2>&1 | tee "${LOG}_env.txt"
+case "$CALL" in
+  call1)
+    timeout 120 python3 -m pytest tests/kernels/test_matmul.py tests/kernels/test_decode.py -m gpu -q \
+      -p no:cacheprovider 2>&1 | tee "${LOG}_gpu_tests.log"
+    timeout 380 python3 -m kernels.tune --sections dec,mm --final dec,mm --out "$OUT" --budget 230 > "${LOG}_tune.log" 2>&1
+    echo "tune rc=$?"
+    grep -E "^(BEST|mm |dec |ENV|failed|  FAIL|total|mm autotune)" "${LOG}_tune.log" | grep -v "^ENV {'" | tail -80
+    ;;
+  call2)
+    timeout 200 python3 -m pytest tests/kernels -m gpu -q -p no:cacheprovider 2>&1 | tee "${LOG}_gpu_tests.log"
+    timeout 300 python3 -m kernels.tune --final "${FINALS:-dec,mm}" --out "$OUT" > "${LOG}_tune.log" 2>&1
+    echo "tune rc=$?"
+    grep -E "^(mm |dec |fwd |ENV|total)" "${LOG}_tune.log" | grep -v "^ENV {'" | tail -80
+    ;;
+esac
+rm -f "$OUT/tune.log"
