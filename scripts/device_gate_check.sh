@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The gate on a lent GPU, as a new user meets it (issue 11 targets). Run on the device machine from the
 # repository root, with the wheels of .whl (nvtx, plotly) carried. Usage:
-#   scripts/device_gate_check.sh OUT_DIR STEP...   steps: env gputests run1 run2 run3 against bdplanted ncu
+#   scripts/device_gate_check.sh OUT_DIR STEP...
+#   steps: env gputests run1 run2 run3 against bdplanted ncu i15 aoti nsight shard pack
+# GPU_SELECT: the paths/node ids of i15's gpu tests (default: tests)
+# Steps that write many files put them under /tmp/r; `pack` tars /tmp/r into OUT/r.tgz (a device call
+# returns at most 8 files).
 # OLD_TREE=DIR (optional): copy DIR/kernels and DIR/tests/perf over the checkout first, so the suite is the
 # tree the shipped baseline was measured from (an "unchanged tree" with this perfci).
 set -uo pipefail
@@ -10,13 +14,16 @@ mkdir -p "$out"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || { echo "perfci install failed"; exit 3; }
 if [ -n "${OLD_TREE:-}" ]; then rm -rf kernels tests/perf && cp -r "$OLD_TREE/kernels" kernels && cp -r "$OLD_TREE/tests/perf" tests/perf; fi
-export PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+NCU_K="test_flash_forward and L4096-d128-full-ours or test_copy_256mb"
+mkdir -p /tmp/r
 for step in "$@"; do
   start=$(date +%s)
   case $step in
     env) perfci env --json > "$out/env.json"; nvidia-smi --query-gpu=name,uuid,serial,driver_version,clocks.max.sm --format=csv >> "$out/env.json" ;;
     gputests) python3 -m pytest tests/test_plugin_gpu.py tests/test_timing_gpu.py tests/test_trace_gpu.py ${GPU_TESTS_EXTRA:-} -q -p no:cacheprovider > "$out/gpu_tests.log" 2>&1; echo "gputests exit $?" ;;
-    run*) perfci run --report-dir "$out/$step" --results-dir "$out/results_$step" > "$out/$step.log" 2>&1; echo "$step exit $?" ;;
+    run*) perfci run --report-dir "/tmp/r/$step" --results-dir "/tmp/r/results_$step" > "/tmp/r/$step.log" 2>&1; echo "$step exit $?"
+      grep -h "^perfci: \(no regression\|REGRESSION\)" "/tmp/r/$step.log" | tail -1 ;;
     against)
       git init -q . 2>/dev/null; git -c user.email=d@d -c user.name=d add -A >/dev/null; git -c user.email=d@d -c user.name=d commit -qm tree >/dev/null
       perfci run --against HEAD --report-dir "$out/against" --results-dir "$out/results_against" > "$out/against.log" 2>&1; echo "against exit $?" ;;
@@ -26,6 +33,31 @@ for step in "$@"; do
       tar -czf "$out/bdplanted.tgz" -C /tmp/bd planted ;;
     ncu) perfci profile --ncu -k "test_flash_forward and L4096-d128-full-ours or test_copy_256mb" -o /tmp/ncu \
            > "$out/ncu.log" 2>&1; echo "ncu exit $?"; cp /tmp/ncu/ncu_summary.json "$out/ncu_summary.json" 2>/dev/null ;;
+    i15)  # issue 15 on the GPU: every gpu test outside the kernels, compiled/JAX/model/culprit tests, the seed case's report
+      python3 -m pytest -m gpu ${GPU_SELECT:-tests} --ignore=tests/kernels --ignore=tests/perf -q -rP -p no:cacheprovider \
+        > "$out/gpu_tests.log" 2>&1; echo "gpu tests exit $?"
+      python3 -m pytest tests/perf/test_compiled.py tests/perf/test_models.py tests/test_jax_timer.py \
+        tests/test_library_culprits.py -q -rP -p no:cacheprovider > "$out/i15_tests.log" 2>&1; echo "i15 tests exit $?"
+      perfci run -k "test_attention_variants or test_llama" --report-dir /tmp/r/i15 --results-dir /tmp/r/i15_results \
+        > /tmp/r/i15_run.log 2>&1; echo "i15 run exit $?" ;;
+    nsight)  # issue 13: ncu standalone, in perfci run, from plain pytest; nsys's known failure paths
+      perfci profile --ncu -k "$NCU_K" -o /tmp/r/ncu > /tmp/r/ncu.log 2>&1; echo "ncu exit $?"
+      perfci run --profile ncu -k "$NCU_K" --report-dir /tmp/r/ncu_run --results-dir /tmp/r/ncu_run_results \
+        > /tmp/r/ncu_run.log 2>&1; echo "ncu run exit $?"
+      python3 -m pytest tests/perf/test_torch_ops.py -k test_copy_256mb --perfci-profile=ncu \
+        --perfci-profile-dir /tmp/r/ncu_pytest -p no:cacheprovider > /tmp/r/ncu_pytest.log 2>&1; echo "ncu pytest exit $?"
+      perfci profile --nsys -k test_copy_256mb -o /tmp/r/nsys > /tmp/r/nsys.log 2>&1; echo "nsys exit $? (3 expected)"
+      PATH=$(dirname "$(find / -name nsys -type f -path '*target-linux-x64*' 2>/dev/null | head -1)"):$PATH \
+        perfci profile --nsys -k test_copy_256mb -o /tmp/r/nsys_bundled > /tmp/r/nsys_bundled.log 2>&1
+      echo "nsys (bundled) exit $? (3 expected)" ;;
+    shard)  # issue 14: two shards run one after the other, merged, against one whole run (all against the baseline)
+      perfci run --shard 1/2 --report-dir /tmp/r/shard1 --results-dir /tmp/r/shard1_results > /tmp/r/shard1.log 2>&1; echo "shard1 exit $?"
+      perfci run --shard 2/2 --report-dir /tmp/r/shard2 --results-dir /tmp/r/shard2_results > /tmp/r/shard2.log 2>&1; echo "shard2 exit $?"
+      perfci merge /tmp/r/shard1_results/*_run.json /tmp/r/shard2_results/*_run.json -o /tmp/r/merged.json > /tmp/r/merge.log 2>&1
+      echo "merge exit $?"; base=$(perfci env --json | python3 -c "import json,sys; print(json.load(sys.stdin)['baseline_file'])")
+      perfci compare "$base" /tmp/r/merged.json > /tmp/r/merged_compare.log 2>&1; echo "merged compare exit $?" ;;
+    aoti) python3 scripts/aoti_probe.py /tmp/r/aoti > "$out/aoti_probe.log" 2>&1; echo "aoti probe exit $?" ;;
+    pack) tar -czf "$out/r.tgz" -C /tmp r ;;
   esac
   echo "$step took $(( $(date +%s) - start )) s"
   grep -h "^perfci: \(no regression\|REGRESSION\)" "$out/$step.log" 2>/dev/null | tail -1

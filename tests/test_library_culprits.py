@@ -217,3 +217,43 @@ def test_real_transformers_llama_eager_copies_are_blamed_on_modeling_llama():
     assert culprit.origin.file == "transformers/models/llama/modeling_llama.py"  # relative to site-packages
     assert culprit.origin.function in ("repeat_kv", "eager_attention_forward")
     assert f"modeling_llama.py:{culprit.origin.line} ({culprit.origin.function})" in findings[0].message
+
+
+@pytest.mark.gpu
+def test_gpu_llama_seed_case_eager_vs_sdpa_names_lines_inside_transformers():
+    """The issue's seed case on a GPU: a randomly initialised Llama (2 layers, hidden 1024, GQA 16/4,
+    batch 4 x 1024 tokens, bf16), attention switched from "sdpa" to "eager". Every new layout copy
+    keeps this test's line as its culprit and names a line of transformers' modeling_llama.py as its
+    origin; casts and syncs that come from inside transformers name their line too (printed, -rP)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+    ids = torch.randint(0, 32000, (4, 1024), device="cuda")
+    models = {}
+    for impl in ("sdpa", "eager"):
+        config = transformers.LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816,
+                                          num_hidden_layers=2, num_attention_heads=16, num_key_value_heads=4,
+                                          max_position_embeddings=2048)
+        torch.manual_seed(0)
+        model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=impl)
+        models[impl] = model.to(device="cuda", dtype=torch.bfloat16).eval()
+
+    def forward(model):
+        with torch.no_grad():
+            return model(ids).logits  # SEED LINE
+
+    sdpa, eager = (profile_call(lambda m=models[impl]: forward(m)) for impl in ("sdpa", "eager"))
+    assert sdpa.level == eager.level == "kernel"
+    findings = [f for f in check_against_baseline(eager, sdpa) if f.failed]
+    for f in findings:
+        print(f)
+    lines, start = inspect.getsourcelines(forward)
+    seed_line = start + next(i for i, text in enumerate(lines) if "SEED LINE" in text)
+    layout = [f for f in findings if f.rule in ("new:transpose", "new:copy")]
+    assert layout, [str(f) for f in findings]
+    for f in findings:
+        if f.culprit is not None:
+            assert (Path(f.culprit.file).resolve(), f.culprit.line) == (Path(__file__).resolve(), seed_line), str(f)
+    for f in layout:
+        assert f.culprit.origin is not None and f.culprit.origin.file.startswith("transformers/"), str(f)
+        assert f"{Path(f.culprit.origin.file).name}:{f.culprit.origin.line}" in f.message

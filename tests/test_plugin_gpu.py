@@ -98,8 +98,8 @@ def test_perfci_run_fails_a_slowdown_only_when_a_second_fresh_process_confirms_i
     slow = perfci("run", *timing, cycles=250000)
     out = slow.stdout
     assert slow.returncode == 1, out + slow.stderr
-    assert "1 benchmark(s) read SLOWER or NOISY in this pass; re-measuring" in out
-    assert "confirmed by a second fresh process" in out and "test_spin regressed" in out
+    assert "1 benchmark(s) read SLOWER or NOISY in this pass; re-measuring" in out, out
+    assert "confirmed by a second fresh process" in out and "test_spin regressed" in out, out
     results = tmp_path / ".perfci" / "results"
     stems = {p.name.split("_", 1)[1] for p in results.iterdir()}
     assert {"first.json", "confirm.json", "run.json"} <= stems
