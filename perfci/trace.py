@@ -25,18 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from perfci import categories as cat
+from perfci.culprits import CALL_MARK, Culprit, site_marker
 from perfci.errors import BadInputError, UsageError
 from perfci.kernelrows import KernelRow, format_rows
 from perfci.tracetable import (
-    CALL_MARK,
-    Culprit,
     Table,
     build_table,
     kernel_hits,
     op_hits,
     peak_cpu_memory,
     sdpa_backend,
-    site_marker,
     sync_hits,
 )
 from perfci.units import format_bytes

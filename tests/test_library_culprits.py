@@ -20,9 +20,9 @@ import pytest
 import torch
 
 from perfci.categories import file_kind
+from perfci.culprits import Culprit, parse_site
 from perfci.rules import check_against_baseline, check_declared
 from perfci.trace import KernelProfile, format_profile_table, profile_call
-from perfci.tracetable import Culprit, parse_site
 
 MODEL_SOURCE = '''
 import torch
