@@ -181,6 +181,7 @@ class Perf:
         self._clock.load(first.measurement.samples_ms)
         self._benchmark.pedantic(self._clock.step, rounds=len(first.measurement.samples_ms), iterations=1)
         outcome = session.judge(record, extra)
+        session.variants[record.name] = summary(runs)
         if outcome.failed and not session.defers(outcome):
             raise RegressionError(f"{outcome.evidence()}\n  variants:\n" + summary(runs))
         return {r.name: r for r in runs}

@@ -27,6 +27,7 @@ from perfci.gate import BenchmarkOutcome, RunVerdict, error_outcome, judge, run_
 from perfci.record import BenchmarkRecord, ResultFile
 from perfci.trace import KernelProfile
 from perfci.units import format_bytes, format_time_ms, gbps, tflops
+from perfci.variants import StoredVariant, stored_variants
 from perfci.verdicts import RANK, Verdict
 
 
@@ -260,6 +261,22 @@ def _ncu_table(kernels: Mapping[str, Mapping[str, Any]]) -> str:
             f"</th><th>% peak bandwidth</th><th>DRAM GB/s</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
+def _variants_table(variants: Sequence[StoredVariant], label: str) -> str:
+    """Per variant: run time, first call (tracing + compilation + one run, never in the samples), path."""
+    if not variants:
+        return ""
+    first = variants[0].median_ms
+    rows = "".join(
+        f"<tr><td>{_e(v.name)}</td><td class='num'>{_time(v.median_ms)}</td><td class='num'>"
+        f"{f'{v.median_ms / first:.2f}x' if v.median_ms and first else ''}</td><td class='num'>"
+        f"{_time(v.first_call_ms)}</td><td>{_e(v.path or 'not profiled')}</td><td>{_e(v.sdpa_backend or '-')}</td>"
+        f"<td>{_e(v.library or '-')}</td><td class='num'>"
+        f"{'' if v.generated_per_call is None else f'{v.generated_per_call:g}'}</td></tr>" for v in variants)
+    return (f"<table class='variants'><thead><tr><th>variant</th><th>{_e(label)}</th><th>vs {_e(variants[0].name)}"
+            "</th><th>first call (compile)</th><th>path</th><th>SDPA backend</th><th>library kernels per call</th>"
+            f"<th>generated kernels per call</th></tr></thead><tbody>{rows}</tbody></table>")
+
+
 def _bench_details(page: _Page, o: BenchmarkOutcome | None, name: str, bid: str, label: str,
                    now: BenchmarkRecord | None, base: BenchmarkRecord | None,
                    ncu: Mapping[str, Mapping[str, Any]] | None) -> str:
@@ -282,6 +299,8 @@ def _bench_details(page: _Page, o: BenchmarkOutcome | None, name: str, bid: str,
         if now is not None and now.profile is not None and now.profile.ok and now.profile.kernels:
             pair.append(page.chart(charts.kernel_compare_figure(base.profile if base else None, now.profile)))
         parts.append(f"<div class='pair'>{''.join(pair)}</div>")
+        if now is not None:
+            parts.append(_variants_table(stored_variants(now.details), tl))
         parts.append(_kernel_table(base.profile if base else None, now.profile if now else None))
         if ncu:
             parts.append(_ncu_table(ncu))
@@ -378,6 +397,13 @@ def render(verdict: RunVerdict | None, results: Sequence[ResultFile], *, baselin
             section("history", "History", f"<p class='note'>{len(series)} benchmarks in ≥ 2 of {len(runs)} runs."
                     "</p>" + page.chart(charts.history_figure(run_labels, {labels.get(n, n): v for n, v in
                                                                            series.items()}, HISTORY_TOP_N, label)))
+    with_variants = {n: stored_variants(records[n].details) for n in sorted(records)}
+    with_variants = {n: v for n, v in with_variants.items() if v}
+    if with_variants:
+        section("variants", "Variants", "<p class='note'>Benchmarks measured as several variants of one computation "
+                "(perf.variants): each variant's run time, its first call (tracing, compilation, autotuning and one "
+                "run, kept out of the samples) and the path it took.</p>" + "".join(
+                    f"<h3>{_e(labels.get(n, n))}</h3>{_variants_table(v, label)}" for n, v in with_variants.items()))
     outcome_of = {o.name: o for o in verdict.outcomes}
     groups: dict[str, list[str]] = {}
     for n in sorted(names):

@@ -356,6 +356,9 @@ def _summary(terminalreporter: Any, config: pytest.Config, state: _State) -> Non
     elif session.pool_with is not None:
         title = "perfci run, confirmation pass (pooled with the first pass); perfci run prints the run's verdict"
     terminalreporter.write_line(terminal_table(verdict, session.fingerprint, session.baseline_note, title=title))
+    for name, lines in session.variants.items():
+        terminalreporter.write_line(f"perfci: variants of {name} (first call = tracing + compilation + one run, "
+                                    f"kept out of the samples):\n{lines}")
     deferred = session.deferred()
     if deferred:
         terminalreporter.write_line(

@@ -58,6 +58,7 @@ class PerfSession:
     require_baseline: bool = False  # --perfci-require-baseline: a benchmark without a baseline entry fails
     errors: dict[str, str] = field(default_factory=dict)  # node id -> one line: perf benchmarks that raised
     notes: dict[str, int] = field(default_factory=dict)  # one line per run (CPU mode, timing only), with a count
+    variants: dict[str, str] = field(default_factory=dict)  # node id -> perf.variants' lines (time, compile, path)
     _matcher: NameMatcher | None = None
     _matched: set[str] = field(default_factory=set)  # baseline names some benchmark of this run matched
 

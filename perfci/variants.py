@@ -202,3 +202,41 @@ def summary(runs: tuple[VariantRun, ...]) -> str:
 
 def _sample(m: Measurement) -> Sample:
     return Sample(samples_ms=m.compared_samples_ms, noisy=m.noisy, noise_reasons=m.noise_reasons)
+
+
+@dataclass(frozen=True)
+class StoredVariant:
+    """One variant as a result file keeps it (:meth:`VariantRun.to_dict`), for reports."""
+
+    name: str
+    median_ms: float | None
+    first_call_ms: float | None
+    timer: str
+    path: str  # "library" | "generated" | "mixed" | "none" | "" (not profiled)
+    sdpa_backend: str | None
+    library: str  # "1x attention/flash, 2x gemm/bf16"
+    generated_per_call: float | None
+
+
+def stored_variants(details: Mapping[str, Any]) -> tuple[StoredVariant, ...]:
+    """The variants of a record's ``details`` (empty when it has none), in measuring order."""
+    info = details.get("variants")
+    if not isinstance(info, Mapping):
+        return ()
+    out = []
+    for name, entry in info.items():
+        if not isinstance(entry, Mapping):
+            continue
+        mix = entry.get("mix") if isinstance(entry.get("mix"), Mapping) else {}
+        library = mix.get("library") if isinstance(mix.get("library"), Mapping) else {}
+        out.append(StoredVariant(
+            str(name), _number(entry.get("median_ms")), _number(entry.get("first_call_ms")),
+            str(entry.get("timer", "")),
+            str(mix.get("path", "")), mix.get("sdpa_backend"),
+            ", ".join(f"{n:g}x {what}" for what, n in library.items() if isinstance(n, (int, float))),
+            _number(mix.get("generated"))))
+    return tuple(out)
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

@@ -4,8 +4,21 @@ apart, the path in the record; faster_than is judged (host times: reported, not 
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
+
+from perfci import html_report
+from perfci.fingerprint import Fingerprint
+from perfci.record import load_results
+
+
+def _report_page(path: Path) -> str:
+    result = load_results(path)
+    fp = Fingerprint.recorded(dict(result.fingerprint))
+    assert fp is not None
+    return html_report.render(None, [result], baseline=None, fingerprint=fp, title="t")
 
 VARIANTS = """
     import torch
@@ -33,6 +46,17 @@ def test_variants_are_each_measured_and_profiled_with_their_path(pytester):
     copies = variants["copies"]["profile"]
     assert any(k["cat"] == "copy" for k in copies["kernels"])  # the transpose copy of that variant
     assert not any(k["cat"] == "copy" for k in variants["views"]["profile"]["kernels"])
+    # the terminal says each variant's time, first call and path after perfci's table
+    out = res.stdout.str()
+    assert "perfci: variants of test_v.py::test_paths" in out
+    assert re.search(r"copies: first call +[\d.]+ ms, run [\d.e-]+ ms \(wall\)", out)
+    # the HTML report has a Variants section with both variants, their first call and path
+    page = _report_page(pytester.path / "r.json")
+    section = page[page.index("<section id=\"variants\">"):]
+    section = section[:section.index("</section>")]
+    assert "test_paths" in section and "first call (compile)" in section and "host wall clock" in section
+    rows = re.findall(r"<tr><td>(copies|views)</td>", section)
+    assert rows == ["copies", "views"]
 
 
 @pytest.mark.parametrize("bad", ["copies=1, views=lambda: X + 1", "faster_than={'nope': 'views'}, copies=lambda: X, "
