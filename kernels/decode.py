@@ -38,10 +38,13 @@ NUM_SMS_DEFAULT = 132
 def _decode_split(Q, K, V, PO, PL, sqb, sqh, sqd, skb, skh, skl, skd, svb, svh, svl, svd, sob, soh, sod,
                   HKV, GROUP, LK, CHUNK, NSPLIT, qk_scale,
                   HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_G: tl.constexpr,
-                  DOT_F32: tl.constexpr, DIRECT: tl.constexpr = False, USE_TMA: tl.constexpr = False):
+                  DOT_F32: tl.constexpr, DIRECT: tl.constexpr = False, USE_TMA: tl.constexpr = False,
+                  Out=None, LOCKS=None, FUSED: tl.constexpr = False):
     # DIRECT (one chunk per head): PO is the output itself (strides sob/soh/sod); no partials, no combine.
     # USE_TMA: K/V tiles through per-(batch, kv head) tensor descriptors of shape (LK, HEAD_DIM) (zero-filled
     # beyond LK rows and HEAD_DIM columns) instead of masked pointer loads.
+    # FUSED (several chunks): the last program of a (batch, kv head) to finish (arrival counter in LOCKS) merges
+    # the chunks' partials into Out and resets the counter; no combine kernel.
     split = tl.program_id(0)
     bhk = tl.program_id(1)
     b = (bhk // HKV).to(tl.int64)
@@ -94,6 +97,24 @@ def _decode_split(Q, K, V, PO, PL, sqb, sqh, sqd, skb, skh, skl, skd, svb, svh, 
         tl.store(PO + (bh[:, None] * NSPLIT + split) * BLOCK_D + offs_d[None, :], acc / l_safe[:, None],
                  mask=g_ok[:, None])
         tl.store(PL + bh * NSPLIT + split, m_i + tl.math.log2(l_safe), mask=g_ok)
+        if FUSED:
+            tl.debug_barrier()  # every thread's partials stored before the release below
+            arrived = tl.atomic_add(LOCKS + bhk, 1, sem="acq_rel", scope="gpu")
+            if arrived == NSPLIT - 1:
+                m_c = tl.full([BLOCK_G], float("-inf"), tl.float32)
+                for t in range(NSPLIT):
+                    m_c = tl.maximum(m_c, tl.load(PL + bh * NSPLIT + t, mask=g_ok, other=0.0, cache_modifier=".cg"))
+                w_sum = tl.zeros([BLOCK_G], tl.float32)
+                out = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
+                for t in range(NSPLIT):
+                    w = tl.math.exp2(tl.load(PL + bh * NSPLIT + t, mask=g_ok, other=0.0, cache_modifier=".cg") - m_c)
+                    po = tl.load(PO + (bh[:, None] * NSPLIT + t) * BLOCK_D + offs_d[None, :], mask=g_ok[:, None],
+                                 other=0.0, cache_modifier=".cg")
+                    out += po * w[:, None]
+                    w_sum += w
+                tl.store(Out + b * sob + heads[:, None] * soh + offs_d[None, :] * sod,
+                         (out / w_sum[:, None]).to(Out.dtype.element_ty), mask=g_ok[:, None] & d_ok[None, :])
+                tl.atomic_xchg(LOCKS + bhk, 0, sem="relaxed", scope="gpu")
 
 
 @triton.jit
@@ -113,7 +134,18 @@ def _decode_combine(PO, PL, Out, sob, soh, sod, HQ, NSPLIT,
     tl.store(Out + b * sob + h * soh + offs_d * sod, out.to(Out.dtype.element_ty), mask=offs_d < HEAD_DIM)
 
 
-USE_TMA = False  # default for K/V loads (kernels/NOTES.md, 2026-11-24 session 5)
+USE_TMA = False  # default for K/V loads (kernels/NOTES.md, 2026-11-24 session 5: slower on an H100)
+FUSED_COMBINE = False  # merge the chunks in the last-arriving program instead of a combine kernel
+_LOCKS: dict[torch.device, torch.Tensor] = {}
+
+
+def _locks(device: torch.device, n: int) -> torch.Tensor:
+    """Per-(batch, kv head) arrival counters (int32, zero between calls: the merging program resets its own)."""
+    t = _LOCKS.get(device)
+    if t is None or t.numel() < n:
+        t = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
+        _LOCKS[device] = t
+    return t
 
 
 def _kv_tma_ok(k: torch.Tensor, v: torch.Tensor, sk: tuple, sv: tuple) -> bool:
@@ -148,6 +180,7 @@ def decode_attention(
     num_warps: int | None = None,
     num_stages: int | None = None,
     use_tma: bool | None = None,
+    fused_combine: bool | None = None,
     out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Attention of one query position against a KV cache of any length.
@@ -155,7 +188,8 @@ def decode_attention(
     q: (B, Hq, 1, D) ("bhld") or (B, 1, Hq, D) ("blhd"); caches: (B, Hkv, L, D) or (B, L, Hkv, D),
     Hq a multiple of Hkv.  Returns q's shape (into ``out`` if given).  ``num_splits`` and the tile
     sizes override the heuristic; ``use_tma`` forces tensor-descriptor loads on or off (default: USE_TMA
-    where the caches allow it).
+    where the caches allow it); ``fused_combine`` merges the chunks in the last program of each head
+    (default FUSED_COMBINE) instead of a second kernel.
     """
     dims = check_attention(q, k_cache, v_cache, layout, HEAD_DIMS)
     if dims.len_q != 1:
@@ -188,6 +222,9 @@ def decode_attention(
     sv = layout_strides(v_cache, layout)
     block_g = max(16, next_pow2(dims.group))
     extra = {} if interp else {"num_warps": num_warps or 4, "num_stages": num_stages or 3}
+    fused = {}
+    if not direct and (FUSED_COMBINE if fused_combine is None else fused_combine):
+        fused = {"Out": out, "LOCKS": _locks(q.device, dims.batch * dims.heads_kv), "FUSED": True}
     tma = (USE_TMA and _kv_tma_ok(k_cache, v_cache, sk, sv)) if use_tma is None else use_tma
     if tma:
         set_triton_allocator()
@@ -195,8 +232,8 @@ def decode_attention(
         q, k_cache, v_cache, part_o, part_l, sq[0], sq[1], sq[3], *sk, *sv, so[0], so[1], so[3],
         dims.heads_kv, dims.group, dims.len_k, chunk, nsplit, scale * LOG2E,
         HEAD_DIM=dims.head_dim, BLOCK_D=block_d, BLOCK_N=bn, BLOCK_G=block_g, DOT_F32=interp, DIRECT=direct,
-        USE_TMA=tma, **extra)
-    if direct:
+        USE_TMA=tma, **fused, **extra)
+    if direct or fused:
         return out
     _decode_combine[(bh,)](part_o, part_l, out, so[0], so[1], so[3], dims.heads_q, nsplit,
                            HEAD_DIM=dims.head_dim, BLOCK_D=block_d, BLOCK_S=max(2, next_pow2(nsplit)))

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Session-5 device calls (issue 16): bash kernels/device_s5.sh CALL  (on the lent GPU, OUT set by the tool).
 # call1: GPU tests of matmul/decode, sweeps (dec, mm incl. ragged-GEMM diagnosis), finals dec+mm.
-# call2: all tests/kernels -m gpu, finals dec+mm (+fwd), perf suite (decode, matmul).
+# call2: all tests/kernels -m gpu, sweeps (dec, mm: fused decode merge, misaligned-B paths, fused split-K),
+#        finals dec+mm with the candidates side by side.
+# call3: tests/kernels -m gpu on the shipped defaults, finals, perf suite (decode, matmul).
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -20,6 +22,13 @@ case "$CALL" in
     grep -E "^(BEST|mm |dec |ENV|failed|  FAIL|total|mm autotune)" "${LOG}_tune.log" | grep -v "^ENV {'" | tail -80
     ;;
   call2)
+    timeout 200 python3 -m pytest tests/kernels -m gpu -q -p no:cacheprovider 2>&1 | tee "${LOG}_gpu_tests.log"
+    timeout 300 python3 -m kernels.tune --sections dec,mm --final dec,mm --out "$OUT" --budget 200 \
+      > "${LOG}_tune.log" 2>&1
+    echo "tune rc=$?"
+    grep -E "^(BEST|mm |dec |failed|  FAIL|total|mm autotune)" "${LOG}_tune.log" | tail -120
+    ;;
+  call3)
     timeout 200 python3 -m pytest tests/kernels -m gpu -q -p no:cacheprovider 2>&1 | tee "${LOG}_gpu_tests.log"
     timeout 300 python3 -m kernels.tune --final "${FINALS:-dec,mm}" --out "$OUT" > "${LOG}_tune.log" 2>&1
     echo "tune rc=$?"

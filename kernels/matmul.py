@@ -31,9 +31,12 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 def _matmul_kernel(A, B, C, M, N, K, sam, sak, sbk, sbn, scm, scn,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                    USE_TMA: tl.constexpr, B_COLMAJOR: tl.constexpr, DOT_F32: tl.constexpr,
-                   FLATTEN: tl.constexpr = False, EPI: tl.constexpr = 0):
+                   FLATTEN: tl.constexpr = False, EPI: tl.constexpr = 0, B_PTR: tl.constexpr = False, SBK8=1, NB8=1):
     # EPI (TMA path): 0 = one tensor-descriptor store of the tile, 1 = two half-tile stores (half the
     # shared-memory staging, room for a deeper pipeline), 2 = plain masked stores from registers.
+    # B_PTR (TMA path, row-major B): B through 16-byte cp.async pointer loads instead of a descriptor, for B
+    # row pitches that are not 128-byte aligned (every descriptor box row then straddles two L2 lines);
+    # SBK8 = B's row stride / 8 and NB8 = N / 8 tell the compiler that rows and the column mask are 8-aligned.
     start = tl.program_id(0)
     num_progs = tl.num_programs(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -42,7 +45,9 @@ def _matmul_kernel(A, B, C, M, N, K, sam, sak, sbk, sbn, scm, scn,
     k_tiles = tl.cdiv(K, BLOCK_K)
     if USE_TMA:
         a_desc = tl.make_tensor_descriptor(A, [M, K], [sam, 1], [BLOCK_M, BLOCK_K])
-        if B_COLMAJOR:
+        if B_PTR:
+            pass
+        elif B_COLMAJOR:
             b_desc = tl.make_tensor_descriptor(B, [N, K], [sbn, 1], [BLOCK_N, BLOCK_K])
         else:
             b_desc = tl.make_tensor_descriptor(B, [K, N], [sbk, 1], [BLOCK_K, BLOCK_N])
@@ -62,7 +67,11 @@ def _matmul_kernel(A, B, C, M, N, K, sam, sak, sbk, sbn, scm, scn,
             off_k = kt * BLOCK_K
             if USE_TMA:
                 a = a_desc.load([off_m, off_k])
-                if B_COLMAJOR:  # noqa: SIM108 (constexpr branch)
+                if B_PTR:
+                    offs_k = off_k + offs_bk
+                    b = tl.load(B + offs_k[:, None].to(tl.int64) * (SBK8 * 8) + offs_n[None, :],
+                                mask=(offs_k[:, None] < K) & (offs_n[None, :] < NB8 * 8), other=0.0)
+                elif B_COLMAJOR:
                     b = b_desc.load([off_n, off_k]).T
                 else:
                     b = b_desc.load([off_k, off_n])
@@ -101,6 +110,12 @@ SMALL_M_CONFIGS: list[tuple] = [
     (64, 32, 256, 1, 4, 4, 2, False),
     (64, 128, 128, 1, 4, 4, 2, False),
 ]
+# B through pointer loads (B_PTR): the persistent loop must not be flattened, or the B loads are not pipelined.
+BPTR_CONFIGS: list[tuple] = [
+    (128, 256, 64, 8, 8, 3, 0, False),
+    (128, 256, 64, 4, 8, 3, 0, False),
+    (256, 128, 64, 8, 8, 3, 0, False),
+]
 INTERPRET_CONFIG: tuple = (32, 32, 16, 2, 4, 1)
 
 
@@ -114,7 +129,7 @@ def _to_config(c: tuple) -> triton.Config:
 def _prune(configs: list[triton.Config], named_args: dict, **kwargs) -> list[triton.Config]:
     """Candidates for this M: the decode-sized list when M <= SMALL_M, else the large-tile list."""
     small = named_args["M"] <= SMALL_M
-    want = {_key(c) for c in (SMALL_M_CONFIGS if small else CONFIGS)}
+    want = {_key(c) for c in (SMALL_M_CONFIGS if small else BPTR_CONFIGS if kwargs.get("B_PTR") else CONFIGS)}
     kept = [c for c in configs if _key(c) in want]
     return kept or configs[:1]
 
@@ -126,10 +141,10 @@ def _key(c) -> tuple:
 
 
 def _all_configs() -> list[triton.Config]:
-    return [_to_config(c) for c in dict.fromkeys([*CONFIGS, *SMALL_M_CONFIGS])]
+    return [_to_config(c) for c in dict.fromkeys([*CONFIGS, *SMALL_M_CONFIGS, *BPTR_CONFIGS])]
 
 
-_matmul_tuned = triton.autotune(_all_configs(), key=["M", "N", "K", "USE_TMA", "B_COLMAJOR"],
+_matmul_tuned = triton.autotune(_all_configs(), key=["M", "N", "K", "USE_TMA", "B_COLMAJOR", "B_PTR"],
                                 prune_configs_by={"early_config_prune": _prune}, cache_results=True)(_matmul_kernel)
 
 
@@ -149,6 +164,24 @@ def _tma_ok(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
 
 
 SPLITK_MAX_M = 16
+# Row-major B whose row pitch is not a multiple of 128 bytes (H100, 4000x5000x3000: the same GEMM on a
+# 5120-column pitch ran 655 vs 469 TFLOPS; padding C's pitch changed nothing): "tma" (descriptor anyway),
+# "ptr" (cp.async pointer loads for B, B_PTR) or "repack" (copy B to a 128-byte pitch first).
+MISALIGNED_B = "tma"
+
+
+def _b_pitch_misaligned(b: torch.Tensor) -> bool:
+    return b.stride(1) == 1 and (b.stride(0) * b.element_size()) % 128 != 0 and b.shape[1] % 8 == 0
+
+
+def repack_rows(b: torch.Tensor) -> torch.Tensor:
+    """``b`` copied into a buffer whose row pitch is a multiple of 128 bytes (a view of its first columns)."""
+    per = 128 // b.element_size()
+    wide = triton.cdiv(b.shape[1], per) * per
+    buf = torch.empty((b.shape[0], wide), dtype=b.dtype, device=b.device)
+    view = buf[:, : b.shape[1]]
+    view.copy_(b)
+    return view
 
 
 def use_splitk(m: int, n: int, k: int, sms: int) -> bool:
@@ -170,6 +203,7 @@ def matmul(
     persistent: bool = True,
     split_k: int | None = None,
     splitk_fused: bool | None = None,
+    misaligned_b: str | None = None,
     out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``a @ b`` for 2-D fp16/bf16 tensors (M, K) x (K, N) -> (M, N), fp32 accumulation.
@@ -178,7 +212,7 @@ def matmul(
     tuning knobs (``kernels/tune.py``); the defaults autotune on GPU.  Decode-sized products (M <= 64
     with too few output tiles to fill the GPU) go through the split-K kernels (``kernels/matmul_splitk.py``);
     ``split_k`` forces a split count there (0: never split); ``splitk_fused`` forces the reduction into the
-    last-arriving program (True) or a second kernel (False).
+    last-arriving program (True) or a second kernel (False); ``misaligned_b`` overrides MISALIGNED_B.
     """
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, torch.Tensor) or t.dim() != 2:
@@ -201,10 +235,18 @@ def matmul(
         return matmul_splitk(a, b, c, sms, split=split_k, fused=splitk_fused)
     tma = _tma_ok(a, b, c) if use_tma is None else use_tma
     colmajor = bool(b.stride(0) == 1 and b.stride(1) != 1) if tma else False
+    b_ptr = False
+    if tma and not colmajor and _b_pitch_misaligned(b):
+        how = misaligned_b or MISALIGNED_B
+        if how == "repack":
+            b = repack_rows(b)
+        b_ptr = how == "ptr"
     if tma:
         set_triton_allocator()
     args = (a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
-    consts = {"USE_TMA": tma, "B_COLMAJOR": colmajor, "DOT_F32": interpreting()}
+    consts = {"USE_TMA": tma, "B_COLMAJOR": colmajor, "DOT_F32": interpreting(), "B_PTR": b_ptr}
+    if b_ptr:
+        consts.update(SBK8=b.stride(0) // 8, NB8=n // 8)
 
     def grid_for(bm: int, bn: int) -> int:
         tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)

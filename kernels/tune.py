@@ -83,7 +83,8 @@ def _worker_init() -> None:
 
 def run_sweep(args, log) -> list[dict]:
     variants = sweep_variants()
-    sel = [i for i, v in enumerate(variants) if v.section in args.sections]
+    sel = [i for i, v in enumerate(variants)
+           if v.section in args.sections or (v.section == "mmk" and "mm" in args.sections)]
     errors: dict[int, str] = {}
     t = time.time()
     import multiprocessing as mp

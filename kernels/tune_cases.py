@@ -41,10 +41,11 @@ BWD_D = [96]  # backward head dims swept (d128 in run 1 of Nov 22, d64 in run 2)
 DKDV = [(64, 128, 8, 2), (64, 128, 8, 3), (64, 64, 4, 3)]
 DQ = [(128, 64, 8, 3), (128, 128, 8, 2)]
 BWD_CAUSAL = (False,)
-# decode: (BLOCK_N, warps, stages, waves, TMA)   (waves 0: one chunk per head, output written directly)
-DEC = [(128, 4, 3, 0, False), (128, 4, 3, 0, True), (128, 4, 4, 0, False), (128, 4, 4, 0, True), (64, 4, 4, 0, True),
-       (128, 8, 3, 0, True), (256, 8, 2, 0, False), (256, 8, 2, 0, True), (64, 4, 3, 2, False), (64, 4, 3, 2, True),
-       (128, 4, 3, 2, False), (128, 4, 3, 2, True)]
+# decode: (BLOCK_N, warps, stages, waves, TMA, fused combine)   (waves 0: one chunk per head, output written
+# directly; with fused combine, the chunks are merged by the last-arriving program)
+DEC = [(128, 4, 3, 0, False, False), (128, 4, 3, 1, False, True), (128, 4, 3, 2, False, True),
+       (128, 4, 3, 2, False, False), (64, 4, 3, 2, False, True), (64, 4, 3, 4, False, True),
+       (128, 4, 4, 1, False, True), (128, 8, 3, 1, False, True), (64, 4, 3, 2, False, False)]
 # GEMM: (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, warps, stages, EPI, FLATTEN), persistent grid
 MM = [(128, 256, 64, 8, 8, 4, 1, True), (128, 256, 64, 4, 8, 3, 0, True), (128, 256, 64, 8, 8, 3, 0, True),
       (128, 256, 64, 16, 8, 3, 0, True), (128, 256, 64, 1, 8, 3, 0, True), (128, 256, 64, 8, 8, 3, 0, False),
@@ -60,6 +61,11 @@ MMK = [(0, (64, 128, 4, 4), False), (0, (64, 128, 4, 4), True), (4, (64, 128, 4,
 # M-raggedness apart from N-raggedness (both with the 10000-byte pitch or without)
 MM_PAD = ["b", "c", "bc"]
 MM_PAD_CFGS = [(128, 256, 64, 8, 8, 3, 0, True), (128, 256, 64, 8, 8, 4, 1, True), (256, 128, 64, 8, 8, 3, 0, True)]
+# misaligned B pitch (the ragged shapes): B through cp.async pointer loads ("ptr") or repacked first ("repack")
+MM_MISALIGNED = {"ptr": [(128, 256, 64, 8, 8, 3, 0, False), (128, 256, 64, 4, 8, 3, 0, False),
+                         (256, 128, 64, 8, 8, 3, 0, False), (128, 256, 64, 8, 8, 3, 2, False),
+                         (128, 256, 64, 8, 8, 4, 1, False), (128, 128, 64, 8, 8, 4, 0, False)],
+                 "repack": [(128, 256, 64, 8, 8, 3, 0, True), (128, 256, 64, 8, 8, 4, 1, True)]}
 FWD_SHAPE = (2, 16, 8192)  # B, H, L for the forward/backward sweeps
 DEC_SHAPES = [(8, 16, 16, 2048, 64, torch.float16), (8, 16, 16, 8192, 128, torch.float16),
               (2, 32, 8, 32768, 128, torch.bfloat16), (1, 8, 8, 131072, 128, torch.float16)]
@@ -94,15 +100,19 @@ def sweep_variants() -> list[Variant]:
                 for cfg in DQ[1:]:
                     out.append(Variant("bwd", (b, h, seq, d, causal), {"dkdv": DKDV[0], "dq": cfg, "tma": tma}))
     for shp in DEC_SHAPES:
-        for bn, w, s, waves, tma in DEC:
+        for bn, w, s, waves, tma, fused in DEC:
             if bn * shp[4] * 4 * (s - 1) > 220_000:
                 continue  # K+V stages beyond shared memory
             if waves == 0 and shp[0] * shp[2] < 0.9 * 132:
                 continue  # one chunk per head only runs when the (batch, kv head) pairs fill the GPU
-            out.append(Variant("dec", shp, {"bn": bn, "w": w, "s": s, "waves": waves, "tma": tma}))
+            out.append(Variant("dec", shp, {"bn": bn, "w": w, "s": s, "waves": waves, "tma": tma, "fused": fused}))
     for shp in MM_SHAPES:
         for cfg in MM if shp == MM_SHAPES[0] else MM[:4]:
             out.append(Variant("mm", shp, {"cfg": cfg}))
+    for shp in MM_SHAPES[0:3:2]:
+        for how, cfgs in MM_MISALIGNED.items():
+            for cfg in cfgs:
+                out.append(Variant("mm", shp, {"cfg": cfg, "mb": how}))
     for pad in MM_PAD:
         for cfg in MM_PAD_CFGS:
             out.append(Variant("mm", MM_SHAPES[0], {"cfg": cfg, "pad": pad}))
@@ -196,7 +206,7 @@ def make_fn(v: Variant):
         sms = sm_count(q.device, cpu_default=decode.NUM_SMS_DEFAULT)
         ns = decode.choose_splits(b, hk, seq, p["bn"], sms, waves=p["waves"]) if p["waves"] else 1
         return partial(decode.decode_attention, q, k, vv, num_splits=ns, block_n=p["bn"], num_warps=p["w"],
-                       num_stages=p["s"], use_tma=p.get("tma", False))
+                       num_stages=p["s"], use_tma=p.get("tma", False), fused_combine=p.get("fused", False))
     a, bm = inputs("mm", v.case)
     if v.section == "mmk":
         from kernels.matmul_splitk import matmul_splitk
@@ -211,7 +221,7 @@ def make_fn(v: Variant):
         bm = padded(bm, wide)
     out = padded(torch.empty((a.shape[0], n), dtype=a.dtype, device=a.device), wide) if "c" in pad else None
     return partial(matmul.matmul, a, bm, config=p["cfg"], use_tma=p.get("tma"), persistent=p.get("persistent", True),
-                   out=out)
+                   out=out, misaligned_b=p.get("mb"))
 
 
 def flops_bytes(v: Variant) -> tuple[float, float]:
@@ -295,4 +305,5 @@ def dry_setup() -> None:
     MM[:] = [(32, 32, 16, 2, 4, 1, 0, False), (32, 32, 16, 2, 4, 1, 2, True)]
     MM_SMALL[:] = [(16, 32, 16, 1, 4, 1, 2, False)]
     MM_PAD_CFGS[:] = MM[:1]
+    MM_MISALIGNED.update(ptr=[(32, 32, 16, 2, 4, 1, 0, False)], repack=[(32, 32, 16, 2, 4, 1, 0, True)])
     del DEC[2:], DKDV[1:], DQ[2:], FP8[1:], MMK[2:], MM_PAD[1:]

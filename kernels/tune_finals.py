@@ -43,6 +43,8 @@ def _layout_tag(params: dict) -> str:
         tag += f" pad={params['pad']}"
     if str(params.get("persistent", True)) == "False":
         tag += " non-persistent"
+    if params.get("mb"):
+        tag += f" misaligned-B={params['mb']}"
     return tag
 
 
@@ -93,6 +95,10 @@ def apply_best(rows: list[dict], log) -> None:
         matmul.set_configs(list(dict.fromkeys([*big, *matmul.CONFIGS])),
                            list(dict.fromkeys([*small, *matmul.SMALL_M_CONFIGS])))
         log(f"mm autotune candidates: {big} small-M: {small}")
+
+
+# fused split-K candidates for 16 < M <= 64 in the finals: (split, (BLOCK_N, BLOCK_K, warps, stages))
+FINAL_SPLITK = [(4, (128, 128, 4, 4)), (2, (128, 128, 4, 4)), (4, (64, 128, 4, 4))]
 
 
 def _chosen(tuner) -> str:
@@ -160,6 +166,9 @@ def finals(args, log, copy_tbps: float = 0.0) -> list[str]:
     for b, hq, hk, seq, d, dt in cases.FINAL_DEC if "dec" in args.final else []:
         q, k, v = _randn((b, hq, 1, d), dt, 1), _randn((b, hk, seq, d), dt, 2), _randn((b, hk, seq, d), dt, 3)
         impls = {"ours": partial(decode.decode_attention, q, k, v)}
+        if b * hk >= 0.9 * matmul.num_sms(q.device):  # the direct (one chunk per head) case: fused-merge splits
+            for ns in (2, 3):
+                impls[f"ours-fused{ns}"] = partial(decode.decode_attention, q, k, v, num_splits=ns, fused_combine=True)
         for be in ("flash", "efficient", "cudnn"):
             impls[f"sdpa-{be}"] = partial(ref.sdpa, q, k, v, False, be)
         compare(f"dec b{b} hq{hq} hkv{hk} kv{seq} d{d} {str(dt)[6:]}", impls,
@@ -167,8 +176,18 @@ def finals(args, log, copy_tbps: float = 0.0) -> list[str]:
     for m, n, k in cases.FINAL_MM if "mm" in args.final else []:
         a, bb = _randn((m, k), torch.bfloat16, 1), _randn((k, n), torch.bfloat16, 2)
         split = matmul.use_splitk(m, n, k, matmul.num_sms(a.device))  # split-K bypasses the autotuner
-        compare(f"mm {m}x{n}x{k}{' split-K' if split else ''}",
-                {"ours": partial(matmul.matmul, a, bb), "cublas": partial(torch.matmul, a, bb)},
+        impls = {"ours": partial(matmul.matmul, a, bb), "cublas": partial(torch.matmul, a, bb)}
+        if matmul._b_pitch_misaligned(bb) and m > matmul.SMALL_M:
+            for how in ("tma", "ptr", "repack"):
+                impls[f"ours-b{how}"] = partial(matmul.matmul, a, bb, misaligned_b=how)
+        if 16 < m <= matmul.SMALL_M:
+            from kernels.matmul_splitk import matmul_splitk
+
+            cc = torch.empty((m, n), dtype=a.dtype, device=a.device)
+            for sp, cfg in FINAL_SPLITK:
+                impls[f"ours-splitk{sp}-{cfg[0]}"] = partial(matmul_splitk, a, bb, cc, matmul.num_sms(a.device),
+                                                            split=sp, config=cfg, fused=True)
+        compare(f"mm {m}x{n}x{k}{' split-K' if split else ''}", impls,
                 2.0 * m * n * k, graph=True, tuner=None if split else matmul._matmul_tuned)
     for d, seq, b in cases.FINAL_BWD if "bwd" in args.final else []:
         for causal in (False, True):

@@ -69,6 +69,23 @@ def test_decode_tensor_descriptor_path(b, hq, hk, seq, d, layout, dtype, splits,
     check_decode(b, hq, hk, seq, d, layout, dtype, device, gen, splits, cache_len, use_tma=True)
 
 
+@pytest.mark.parametrize(
+    ("b", "hq", "hk", "seq", "d", "layout", "dtype", "splits", "cache_len"),
+    [
+        (1, 8, 2, 129, 128, "blhd", torch.bfloat16, 3, None),
+        (2, 4, 1, 77, 64, "bhld", torch.float16, 5, 96),
+        (2, 6, 2, 70, 80, "blhd", torch.bfloat16, 2, None),
+    ],
+)
+def test_decode_fused_combine(b, hq, hk, seq, d, layout, dtype, splits, cache_len, device, gen):
+    """Chunks merged by the last-arriving program (counters reset for the next call: run twice)."""
+    from kernels.decode import _LOCKS
+
+    for _ in range(2):
+        check_decode(b, hq, hk, seq, d, layout, dtype, device, gen, splits, cache_len, fused_combine=True)
+    assert all(int(t.sum()) == 0 for t in _LOCKS.values())
+
+
 def test_decode_rejects_long_query(device):
     q = torch.randn(1, 2, 2, 64, dtype=torch.float16, device=device)
     with pytest.raises(ValueError, match="query length of 1"):
@@ -108,8 +125,11 @@ def test_decode_gpu(b, hq, hk, seq, d, layout, dtype, gen):
         (1, 8, 8, 131072, 128, "bhld", torch.float16, None),
     ],
 )
-@pytest.mark.parametrize("use_tma", [True, False])
-def test_decode_gpu_loads(b, hq, hk, seq, d, layout, dtype, cache_len, use_tma, gen):
-    """Both load paths on the GPU (tensor descriptors and pointers), whatever the default."""
-    check_decode(b, hq, hk, seq, d, layout, dtype, "cuda", gen, cache_len=cache_len, ref_dtype=torch.float32,
-                 use_tma=use_tma)
+@pytest.mark.parametrize(("use_tma", "fused", "splits"), [(True, None, None), (False, None, None),
+                                                       (False, True, 2), (False, True, None), (False, False, 3)])
+def test_decode_gpu_loads(b, hq, hk, seq, d, layout, dtype, cache_len, use_tma, fused, splits, gen):
+    """Both load paths (tensor descriptors, pointers) and both ways to merge chunks (fused in the last
+    program, combine kernel) on the GPU, whatever the defaults; three calls in a row."""
+    for _ in range(3):
+        check_decode(b, hq, hk, seq, d, layout, dtype, "cuda", gen, splits, cache_len, ref_dtype=torch.float32,
+                     use_tma=use_tma, fused_combine=fused)

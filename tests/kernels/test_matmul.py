@@ -61,6 +61,15 @@ def test_matmul_split_k_fused(m, n, k, split, device, gen):
     assert all(int(t.sum()) == 0 for t in _LOCKS.values())
 
 
+@pytest.mark.parametrize("how", ["ptr", "repack", "tma"])
+@pytest.mark.parametrize("flatten", [False, True])
+def test_matmul_misaligned_b_pitch(how, flatten, device, gen):
+    """B's row pitch (104 bf16 = 208 bytes) not a multiple of 128 bytes: B through pointer loads, repacked, or
+    through its descriptor anyway."""
+    check_matmul(70, 104, 40, torch.bfloat16, device, gen, use_tma=True, misaligned_b=how,
+                 config=(32, 32, 16, 2, 4, 1, 0, flatten))
+
+
 def test_matmul_non_persistent_grid(device, gen):
     check_matmul(70, 90, 33, torch.float16, device, gen, persistent=False)
 
@@ -113,3 +122,11 @@ def test_matmul_gpu_split_k(m, n, k, split, fused, gen):
     for _ in range(3):
         check_matmul(m, n, k, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32, split_k=split or 4,
                      splitk_fused=fused)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("m", "n", "k"), [(4000, 5000, 3000), (3000, 5000, 1000), (1000, 4104, 777), (64, 5000, 3000)])
+@pytest.mark.parametrize("how", ["ptr", "repack", "tma"])
+def test_matmul_gpu_misaligned_b(m, n, k, how, gen):
+    """Row-major B with a row pitch that is not a multiple of 128 bytes, each way of reading it (autotuned)."""
+    check_matmul(m, n, k, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32, misaligned_b=how)
