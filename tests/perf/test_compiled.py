@@ -11,6 +11,7 @@ On CPU the shapes are small and AOTInductor is skipped (its package build takes 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -51,11 +52,19 @@ torch.cuda.synchronize()
 """
 
 
+_AOTI_BROKEN: list[str] = []  # why loading an AOTI package failed earlier in this session (recompiling: minutes)
+
+
 def _aoti(args: tuple[torch.Tensor, ...], where: str):
     """The attention module compiled ahead of time with AOTInductor and loaded back, or None with a
     warning when loading the package fails. The package is first loaded and called in a child
     process: a loader that crashes (seen: a segmentation fault inside AOTIModelPackageLoader on a lent
-    H100 with torch 2.11) would otherwise take the whole pytest session down."""
+    H100 with torch 2.11) would otherwise take the whole pytest session down. PERFCI_SUITE_AOTI=0
+    leaves the variant out without compiling."""
+    if os.environ.get("PERFCI_SUITE_AOTI", "1") == "0" or _AOTI_BROKEN:
+        warnings.warn("AOTInductor variant left out: " + (_AOTI_BROKEN[0] if _AOTI_BROKEN else "PERFCI_SUITE_AOTI=0"),
+                      stacklevel=2)
+        return None
     package = torch._inductor.aoti_compile_and_package(torch.export.export(_Attention(), args),
                                                        package_path=f"{where}/attention.pt2")
     shapes = json.dumps([[list(a.shape), str(a.dtype).removeprefix("torch.")] for a in args])
@@ -64,8 +73,9 @@ def _aoti(args: tuple[torch.Tensor, ...], where: str):
     if child.returncode != 0:
         how = f"signal {-child.returncode}" if child.returncode < 0 else f"exit {child.returncode}"
         tail = (child.stderr.strip().splitlines() or [""])[-1]
-        warnings.warn(f"AOTInductor variant left out: loading its package failed in a child process ({how}) "
-                      f"with torch {torch.__version__}: {tail}", stacklevel=2)
+        _AOTI_BROKEN.append(f"loading its package failed in a child process ({how}) with torch "
+                            f"{torch.__version__}: {tail}")
+        warnings.warn("AOTInductor variant left out: " + _AOTI_BROKEN[0], stacklevel=2)
         return None
     return torch._inductor.aoti_load_package(package)
 
