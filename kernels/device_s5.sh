@@ -29,10 +29,17 @@ case "$CALL" in
     grep -E "^(BEST|mm |dec |failed|  FAIL|total|mm autotune)" "${LOG}_tune.log" | tail -120
     ;;
   call3)
-    timeout 200 python3 -m pytest tests/kernels -m gpu -q -p no:cacheprovider 2>&1 | tee "${LOG}_gpu_tests.log"
-    timeout 300 python3 -m kernels.tune --final "${FINALS:-dec,mm}" --out "$OUT" > "${LOG}_tune.log" 2>&1
+    timeout 250 python3 -m pytest tests/kernels -m gpu -q -p no:cacheprovider -n 8 -rs 2>&1 | tee "${LOG}_gpu_tests.log"
+    timeout 150 python3 -m kernels.tune --final dec,mm --out "$OUT" > "${LOG}_tune.log" 2>&1
     echo "tune rc=$?"
-    grep -E "^(mm |dec |fwd |ENV|total)" "${LOG}_tune.log" | grep -v "^ENV {'" | tail -80
+    grep -E "^(mm |dec |total)" "${LOG}_tune.log" | tail -60
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
+      && export PYTHONPATH=/tmp/site:. && python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 \
+      && timeout 110 python3 -m pytest tests/perf/test_matmul.py tests/perf/test_decode.py \
+         "tests/perf/test_torch_ops.py::test_copy_256mb" -q -p no:cacheprovider --benchmark-json="$OUT/perf.json" \
+         > "${LOG}_perf_suite.log" 2>&1
+    echo "perf suite rc=$?"
+    [ -f "$OUT/perf.json" ] && python3 -m kernels.tune --perf-json "$OUT/perf.json" | tee "${LOG}_perf_suite_table.txt"
     ;;
 esac
 rm -f "$OUT/tune.log"

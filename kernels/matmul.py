@@ -165,22 +165,38 @@ def _tma_ok(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
 
 SPLITK_MAX_M = 16
 # Row-major B whose row pitch is not a multiple of 128 bytes (H100, 4000x5000x3000: the same GEMM on a
-# 5120-column pitch ran 655 vs 469 TFLOPS; padding C's pitch changed nothing): "tma" (descriptor anyway),
-# "ptr" (cp.async pointer loads for B, B_PTR) or "repack" (copy B to a 128-byte pitch first).
-MISALIGNED_B = "tma"
+# 5120-column pitch ran 642-655 vs 469 TFLOPS; padding C's pitch changed nothing): "tma" (descriptor anyway),
+# "ptr" (cp.async pointer loads for B, B_PTR: slower, 407-431) or "repack" (copy B to a 128-byte pitch
+# first: 538 with torch's strided copy; kernels/NOTES.md 2026-11-24 session 5).
+MISALIGNED_B = "repack"
 
 
 def _b_pitch_misaligned(b: torch.Tensor) -> bool:
     return b.stride(1) == 1 and (b.stride(0) * b.element_size()) % 128 != 0 and b.shape[1] % 8 == 0
 
 
+@triton.jit
+def _repack_kernel(S, D, R, C8, SS8, SD8, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    # rows of S (stride SS8 * 8) into D (stride SD8 * 8); C8 * 8 columns; the factors of 8 let the compiler
+    # use 16-byte accesses
+    offs_r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    mask = (offs_r[:, None] < R) & (offs_c[None, :] < C8 * 8)
+    rows = offs_r[:, None].to(tl.int64)
+    tile = tl.load(S + rows * (SS8 * 8) + offs_c[None, :], mask=mask)
+    tl.store(D + rows * (SD8 * 8) + offs_c[None, :], tile, mask=mask)
+
+
 def repack_rows(b: torch.Tensor) -> torch.Tensor:
-    """``b`` copied into a buffer whose row pitch is a multiple of 128 bytes (a view of its first columns)."""
+    """``b`` copied into a buffer whose row pitch is a multiple of 128 bytes (a view of its first columns);
+    ``b`` row-major with 8-element aligned rows and a multiple of 8 columns (``_b_pitch_misaligned``)."""
     per = 128 // b.element_size()
-    wide = triton.cdiv(b.shape[1], per) * per
-    buf = torch.empty((b.shape[0], wide), dtype=b.dtype, device=b.device)
-    view = buf[:, : b.shape[1]]
-    view.copy_(b)
+    rows, cols = b.shape
+    wide = triton.cdiv(cols, per) * per
+    view = torch.empty((rows, wide), dtype=b.dtype, device=b.device)[:, :cols]
+    br, bc = 32, 256
+    _repack_kernel[(triton.cdiv(rows, br), triton.cdiv(cols, bc))](b, view, rows, cols // 8, b.stride(0) // 8,
+                                                                  wide // 8, BLOCK_R=br, BLOCK_C=bc, num_warps=4)
     return view
 
 
@@ -237,7 +253,8 @@ def matmul(
     colmajor = bool(b.stride(0) == 1 and b.stride(1) != 1) if tma else False
     b_ptr = False
     if tma and not colmajor and _b_pitch_misaligned(b):
-        how = misaligned_b or MISALIGNED_B
+        # decode-sized M reads B once (memory-bound): a repack would double its traffic
+        how = misaligned_b or (MISALIGNED_B if m > SMALL_M else "tma")
         if how == "repack":
             b = repack_rows(b)
         b_ptr = how == "ptr"

@@ -98,7 +98,10 @@ def apply_best(rows: list[dict], log) -> None:
 
 
 # fused split-K candidates for 16 < M <= 64 in the finals: (split, (BLOCK_N, BLOCK_K, warps, stages))
-FINAL_SPLITK = [(4, (128, 128, 4, 4)), (2, (128, 128, 4, 4)), (4, (64, 128, 4, 4))]
+# (session 5, call 2: all slower than the unsplit kernel at 64x4096x4096; none in the last call)
+FINAL_SPLITK: list[tuple] = []
+# misaligned-B paths shown beside the default ("ours") in the finals
+FINAL_MISALIGNED = ("tma",)
 
 
 def _chosen(tuner) -> str:
@@ -166,9 +169,6 @@ def finals(args, log, copy_tbps: float = 0.0) -> list[str]:
     for b, hq, hk, seq, d, dt in cases.FINAL_DEC if "dec" in args.final else []:
         q, k, v = _randn((b, hq, 1, d), dt, 1), _randn((b, hk, seq, d), dt, 2), _randn((b, hk, seq, d), dt, 3)
         impls = {"ours": partial(decode.decode_attention, q, k, v)}
-        if b * hk >= 0.9 * matmul.num_sms(q.device):  # the direct (one chunk per head) case: fused-merge splits
-            for ns in (2, 3):
-                impls[f"ours-fused{ns}"] = partial(decode.decode_attention, q, k, v, num_splits=ns, fused_combine=True)
         for be in ("flash", "efficient", "cudnn"):
             impls[f"sdpa-{be}"] = partial(ref.sdpa, q, k, v, False, be)
         compare(f"dec b{b} hq{hq} hkv{hk} kv{seq} d{d} {str(dt)[6:]}", impls,
@@ -178,9 +178,9 @@ def finals(args, log, copy_tbps: float = 0.0) -> list[str]:
         split = matmul.use_splitk(m, n, k, matmul.num_sms(a.device))  # split-K bypasses the autotuner
         impls = {"ours": partial(matmul.matmul, a, bb), "cublas": partial(torch.matmul, a, bb)}
         if matmul._b_pitch_misaligned(bb) and m > matmul.SMALL_M:
-            for how in ("tma", "ptr", "repack"):
+            for how in FINAL_MISALIGNED:
                 impls[f"ours-b{how}"] = partial(matmul.matmul, a, bb, misaligned_b=how)
-        if 16 < m <= matmul.SMALL_M:
+        if 16 < m <= matmul.SMALL_M and FINAL_SPLITK:
             from kernels.matmul_splitk import matmul_splitk
 
             cc = torch.empty((m, n), dtype=a.dtype, device=a.device)
