@@ -52,7 +52,7 @@ class Perf:
     """What a test gets as ``perf``. Call it once: ``out = perf(fn, *args, **kwargs)``."""
 
     def __init__(self, benchmark: Any, clock: DeviceClock, settings: PerfSettings,
-                 session: Callable[[], PerfSession], test: str) -> None:
+                 session: Callable[[], PerfSession], test: str, *, range_pass: bool = False) -> None:
         self.flops: float | None = None
         self.bytes: int | None = None
         self._benchmark = benchmark
@@ -60,6 +60,7 @@ class Perf:
         self._settings = settings
         self._session = session  # built at the first call: the first torch import and CUDA call of the session
         self._test = test
+        self._range_pass = range_pass  # --perfci-range-pass: the one call of a disabled benchmark inside its range
         self._used = False
 
     @property
@@ -95,7 +96,7 @@ class Perf:
         self._check_numbers()
         call = functools.partial(fn, *args, **kwargs)
         if self._benchmark.disabled:  # --benchmark-disable, xdist: run once, through pytest-benchmark (no warning)
-            return self._benchmark.pedantic(call, rounds=1, iterations=1)
+            return self._once(call)
         session = self._session()
         settings, skipped = self._settings.for_machine(session.fingerprint.gpu_available)
         for what in skipped:
@@ -151,7 +152,8 @@ class Perf:
                              hint="parametrize the test to measure several things")
         self._used = True
         if self._benchmark.disabled:
-            return {name: self._benchmark.pedantic(fn, rounds=1, iterations=1) for name, fn in fns.items()}
+            # one pedantic call for all (pytest-benchmark's fixture runs once per test)
+            return self._once(lambda: {name: fn() for name, fn in fns.items()})
         session = self._session()
         settings, _ = self._settings.for_machine(session.fingerprint.gpu_available)
         gpu = session.fingerprint.gpu_available
@@ -185,6 +187,14 @@ class Perf:
         if outcome.failed and not session.defers(outcome):
             raise RegressionError(f"{outcome.evidence()}\n  variants:\n" + summary(runs))
         return {r.name: r for r in runs}
+
+    def _once(self, fn: Callable[[], Any]) -> Any:
+        """A disabled benchmark's one call; inside the benchmark's NVTX range in an Nsight pass (the
+        profilers select and group kernels by that range), else nothing of perfci is started."""
+        if not self._range_pass:
+            return self._benchmark.pedantic(fn, rounds=1, iterations=1)
+        with self._session().ranges.range(self._test):
+            return self._benchmark.pedantic(fn, rounds=1, iterations=1)
 
     def _check_numbers(self) -> None:
         for name in ("flops", "bytes"):

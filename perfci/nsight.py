@@ -27,7 +27,7 @@ from perfci.errors import InfrastructureError
 
 SCHEMA_VERSION = 1
 # options for the pytest child: one eager call per benchmark, no torch.profiler pass, no cache dir
-CHILD_OPTIONS = ("--benchmark-disable", "--perfci-no-profile", "-q", "-p", "no:cacheprovider")
+CHILD_OPTIONS = ("--benchmark-disable", "--perfci-range-pass", "--perfci-no-profile", "-q", "-p", "no:cacheprovider")
 
 _NODE_ID = re.compile(r"^[^:\s][^:]*\.py::\S")
 _INSTALL_HINT = {

@@ -71,6 +71,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--perfci-pool-with", default=None, metavar="RESULTS",
                     help="confirmation pass of `perfci run`: judge each benchmark on this run pooled with its "
                     "entry in RESULTS (an earlier fresh-process run); GitHub outputs are left to perfci run")
+    group.addoption("--perfci-range-pass", action="store_true",
+                    help="with --benchmark-disable: run each perf benchmark once inside its NVTX range and measure "
+                    "nothing (the pass perfci profile and --perfci-profile run under Nsight)")
     group.addoption("--perfci-select", action="append", default=[], metavar="NODEID",
                     help="run only this benchmark (repeatable; perfci run's confirmation pass)")
 
@@ -260,7 +263,8 @@ def _make_perf(benchmark: Any, request: pytest.FixtureRequest) -> Any:
     settings = state.settings()
     if marker is not None:
         settings = settings.with_marker(marker.args, marker.kwargs, request.node.nodeid)
-    return Perf(benchmark, request.node.stash[_CLOCK], settings, state.perf_session, request.node.nodeid)
+    return Perf(benchmark, request.node.stash[_CLOCK], settings, state.perf_session, request.node.nodeid,
+                range_pass=bool(request.config.getoption("perfci_range_pass")))
 
 
 @pytest.fixture

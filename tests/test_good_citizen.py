@@ -167,3 +167,67 @@ def test_cuda_is_not_initialised_before_the_first_perf_call(pytester):
     """)
     res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--perfci-max-time=0.2", "--perfci-min-time=0.05")
     res.assert_outcomes(passed=2)
+
+
+RANGE_SPY = """
+import nvtx
+
+OPEN = []
+_get_domain = nvtx.get_domain
+
+
+class Spy:  # records the perfci domain's open push/pop ranges around the real domain
+    def __init__(self, domain):
+        self._domain = domain
+
+    def get_event_attributes(self, message):
+        return message, self._domain.get_event_attributes(message=message)
+
+    def push_range(self, attributes):
+        OPEN.append(attributes[0])
+        self._domain.push_range(attributes[1])
+
+    def pop_range(self):
+        OPEN.pop()
+        self._domain.pop_range()
+
+
+nvtx.get_domain = lambda name: Spy(_get_domain(name))
+"""
+
+RANGE_SUITE = """
+import json
+from conftest import OPEN
+
+SEEN = {}
+
+
+def test_one(perf):
+    perf(lambda: SEEN.setdefault("one", list(OPEN)))
+
+
+def test_variants(perf):
+    perf.variants(a=lambda: SEEN.setdefault("a", list(OPEN)), b=lambda: SEEN.setdefault("b", list(OPEN)))
+
+
+def test_zz_report():
+    open("seen.json", "w").write(json.dumps(SEEN))
+"""
+
+
+@pytest.mark.parametrize("range_pass", [False, True])
+def test_range_pass_runs_each_disabled_benchmark_once_inside_its_nvtx_range(pytester, range_pass):
+    """The Nsight pass (--benchmark-disable --perfci-range-pass) calls each benchmark once inside the
+    NVTX range named after it (what ncu's --nvtx-include and nsys select by); --benchmark-disable alone
+    starts nothing of perfci (no range, no session)."""
+    pytest.importorskip("nvtx", reason="the nvtx package is not installed")
+    pytester.makeconftest(RANGE_SPY)
+    pytester.makepyfile(test_ranges=RANGE_SUITE)
+    args = ["-p", "no:cacheprovider", "--benchmark-disable", *(["--perfci-range-pass"] if range_pass else [])]
+    pytester.runpytest_subprocess(*args).assert_outcomes(passed=3)
+    seen = json.loads((pytester.path / "seen.json").read_text())
+    if range_pass:
+        assert seen == {"one": ["test_ranges.py::test_one"], "a": ["test_ranges.py::test_variants"],
+                        "b": ["test_ranges.py::test_variants"]}
+    else:
+        assert seen == {"one": [], "a": [], "b": []}
