@@ -279,7 +279,8 @@ class _CudaTimerBase:
             noise.append(throttled(hard))
         others = max((s.other_processes for s in snaps), default=0)
         if others:
-            noise.append(f"{others} other process(es) used the GPU during the measurement")
+            noise.append(f"{others} other process(es) held a CUDA context on this GPU during the measurement "
+                         "(NVML lists running compute processes, busy or idle)")
         return Measurement(
             timer=name, device=self._device, samples_ms=result.samples_ms, calls_per_sample=calls,
             stop_reason=result.stop_reason, rel_ci=result.rel_ci, warmup_s=result.warmup_s,

@@ -2,8 +2,8 @@
 
 For a JAX matmul of 100 µs or more, perfci's median must be within 5 % of the kernel time per call
 that the CUDA profiler records for the same calls (torch.profiler's CUPTI trace sees the kernels of
-every CUDA context in the process, XLA's included). For a function whose dispatch costs about as
-much as its work, blocking after every call (the usual recipe) must over-report against perfci.
+every CUDA context in the process, XLA's included). Blocking after every call (the usual recipe)
+must read more than perfci, by at least the dispatch it leaves un-overlapped.
 Run with ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` so JAX and torch share the GPU's memory.
 """
 
@@ -13,7 +13,7 @@ import functools
 
 import pytest
 
-from perfci.jax_timer import JaxTimer, per_call_block_ms
+from perfci.jax_timer import JaxTimer
 from perfci.measurement import SamplingPolicy
 
 torch = pytest.importorskip("torch")
@@ -60,13 +60,6 @@ def test_jax_matmul_median_is_within_5_percent_of_the_profiled_kernel_time(n):
           f"per-call block {measured.extra['per_call_block_ms'] * 1e3:.1f} us")
     assert kernel_ms >= 0.1  # the target is about matmuls of 100 us or more
     assert measured.median_ms == pytest.approx(kernel_ms, rel=0.05)
-
-
-def test_blocking_after_every_call_over_reports_a_short_kernel():
-    x = jnp.ones(1 << 16, jnp.float32)
-    call = functools.partial(jax.jit(lambda v: jnp.tanh(v) * 2 + 1), x)
-    measured, kernel_ms = _profiled(call, lambda: JaxTimer().measure(call, POLICY))
-    blocked_ms = sorted(per_call_block_ms(call, 200) for _ in range(3))[1]
-    print(f"tanh 64k: perfci {measured.median_ms * 1e3:.2f} us, per-call block {blocked_ms * 1e3:.2f} us, "
-          f"kernels {kernel_ms * 1e3:.2f} us/call")
-    assert blocked_ms > 1.2 * measured.median_ms  # seen on an H100: 72.8 vs 52.0 us and 64.1 vs 37.5 us
+    # blocking after every call (the usual recipe) adds the dispatch that perfci overlaps with the work
+    # (seen on an H100: 288-370 us against 166 us at 4096, 1508-1553 against 1261-1280 us at 8192)
+    assert measured.extra["per_call_block_ms"] > measured.median_ms + 0.03
