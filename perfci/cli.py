@@ -98,7 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="rewrite the whole baseline; by default the benchmarks measured replace their entries and "
                      "the rest (outside the paths or -k/-m selection) are kept")
     upd.add_argument("--from", dest="sources", type=Path, nargs="+", default=None, metavar="RESULTS",
-                     help="result files to use instead of running the suite")
+                     help="result files to use instead of running the suite (their GPU model, which need not be this "
+                     "machine's: e.g. a GPU runner's *_run.json files or perfci merge's output)")
     upd.add_argument("--runs", type=int, default=None,
                      help=f"fresh-process runs of the suite (default {GPU_BASELINE_RUNS} on a GPU: their spread is "
                      "each benchmark's noise floor and their mean its level; 1 in CPU mode)")

@@ -194,25 +194,43 @@ def cmd_profile(args: argparse.Namespace, rest: list[str]) -> int:
 
 def cmd_baseline_update(args: argparse.Namespace, rest: list[str]) -> int:
     fp = detect()
-    print(_mode_line(fp), flush=True)
+    if not args.sources:
+        print(_mode_line(fp), flush=True)
     runs_wanted = args.runs if args.runs is not None else (GPU_BASELINE_RUNS if fp.gpu_available and not args.sources
                                                              else 1)
     if runs_wanted < 1:
         raise UsageError(f"--runs must be at least 1, got {runs_wanted}")
-    with locked(baseline_path(args.baselines, fp.slug).parent):
-        existing = None if args.replace else load_for_gpu(args.baselines, fp.slug)  # a bad file fails before the runs
-        runs = ([load_results(p) for p in args.sources] if args.sources
-                else measure_runs(rest, runs_wanted, args.results_dir))
-        code = _write_baseline(args, fp, runs, existing)
+    gpu, sources = fp.slug, [load_results(p) for p in args.sources or ()]
+    if sources:  # result files measured elsewhere (a GPU runner): the baseline is for their GPU model
+        gpu = _one_gpu(sources)
+        print(f"perfci: baseline for {gpu} from {len(sources)} result file(s) measured there", flush=True)
+        if args.profile:
+            raise UsageError("--profile ncu needs this machine's GPU; it cannot be combined with --from")
+    with locked(baseline_path(args.baselines, gpu).parent):
+        existing = None if args.replace else load_for_gpu(args.baselines, gpu)  # a bad file fails before the runs
+        runs = sources or measure_runs(rest, runs_wanted, args.results_dir)
+        code = _write_baseline(args, gpu, runs, existing)
         if args.profile == "ncu":
             store_ncu_summary(rest, baseline_path(args.baselines, fp.slug), args.results_dir / "ncu")
         return code
 
 
-def _write_baseline(args: argparse.Namespace, fp: Fingerprint, runs: list[ResultFile],
+def _one_gpu(runs: list[ResultFile]) -> str:
+    """The GPU model of result files given to ``baseline update --from`` (all must share one)."""
+    first = runs[0]
+    if not first.gpu:
+        raise BadInputError(f"{first.path} records no GPU (not a perfci result file?)",
+                            hint="use the *_run.json files that perfci run writes, or perfci merge's output")
+    for other in runs[1:]:
+        require_same_gpu(first.gpu, other.gpu, first_what=str(first.path), second_what=str(other.path),
+                         hint="give the result files of one GPU model")
+    return first.gpu
+
+
+def _write_baseline(args: argparse.Namespace, gpu: str, runs: list[ResultFile],
                     existing: ResultFile | None) -> int:
-    target = baseline_path(args.baselines, fp.slug)
-    fresh = make_baseline(runs, gpu=fp.slug, force=args.force, path=target)
+    target = baseline_path(args.baselines, gpu)
+    fresh = make_baseline(runs, gpu=gpu, force=args.force, path=target)
     if existing is not None:
         fresh, merged = merge_baseline(existing, fresh, runs[0])
         print(f"perfci: merged into {target}: {merged.describe()} (--replace rewrites it whole)")

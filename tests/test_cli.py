@@ -137,3 +137,30 @@ def test_profile_torch_prints_a_kernel_table_with_the_culprit_line(tmp_path):
     assert "== tests/perf/test_suite.py::test_copy_then_add" in res.stdout
     assert "copy/transpose" in res.stdout and f"test_suite.py:{line}" in res.stdout
     assert list((tmp_path / "reports/profile/traces").glob("*.json"))
+
+
+def test_baseline_update_from_gpu_results_writes_that_gpus_baseline_on_any_machine(tmp_path):
+    """Result files measured on an H100 (a GPU runner: this session's shard check) make or merge into
+    the H100's baseline on this CPU machine; result files of two GPU models are refused, naming both."""
+    import gzip
+
+    from perfci.record import load_results
+
+    measurements = Path(__file__).resolve().parent.parent / "docs" / "measurements"
+    runs = []
+    for name in ("shard_h100_whole_run.json.gz", "shard_h100_merged.json.gz"):
+        target = tmp_path / name.removesuffix(".gz")
+        target.write_bytes(gzip.decompress((measurements / name).read_bytes()))
+        runs.append(str(target))
+    root = tmp_path / "baselines"
+    done = perfci("baseline", "update", "--from", *runs, "--baselines", str(root), "--force", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    written = root / "NVIDIA_H100_80GB_HBM3" / "0001_baseline.json"
+    base = load_results(written)
+    assert base.gpu == "NVIDIA_H100_80GB_HBM3" and len(base.benchmarks) == 23
+    assert all(len(b.run_medians_ms) == 2 for b in base.benchmarks.values())
+    assert not (root / "cpu-x86_64").exists()
+    other = Path(__file__).resolve().parent.parent / "baselines" / "NVIDIA_H200" / "0001_baseline.json"
+    mixed = perfci("baseline", "update", "--from", runs[0], str(other), "--baselines", str(root), cwd=tmp_path)
+    assert mixed.returncode == 2
+    assert "NVIDIA_H100_80GB_HBM3" in mixed.stderr and "NVIDIA_H200" in mixed.stderr
