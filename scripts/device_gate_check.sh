@@ -2,7 +2,7 @@
 # The gate on a lent GPU, as a new user meets it (issue 11 targets). Run on the device machine from the
 # repository root, with the wheels of .whl (nvtx, plotly) carried. Usage:
 #   scripts/device_gate_check.sh OUT_DIR STEP...
-#   steps: env gputests run1 run2 run3 against bdplanted ncu i15 aoti nsight shard pack
+#   steps: env gputests run1 run2 run3 against bdplanted ncu i15 aoti nsight ncu2 shard shardsub pack
 # GPU_SELECT: the paths/node ids of i15's gpu tests (default: tests)
 # Steps that write many files put them under /tmp/r; `pack` tars /tmp/r into OUT/r.tgz (a device call
 # returns at most 8 files).
@@ -56,6 +56,22 @@ for step in "$@"; do
       echo "merge exit $?"; base=$(perfci env --json | python3 -c "import json,sys; print(json.load(sys.stdin)['baseline_file'])")
       perfci compare "$base" /tmp/r/merged.json > /tmp/r/merged_compare.log 2>&1; echo "merged compare exit $?" ;;
     aoti) python3 scripts/aoti_probe.py /tmp/r/aoti > "$out/aoti_probe.log" 2>&1; echo "aoti probe exit $?" ;;
+    ncu2)  # ncu on the flash forward and a copy *kernel* (the suite's contiguous copy_ is a cudaMemcpy: no kernel)
+      perfci profile --ncu tests/perf/test_flash.py tests/data/nsight/bench_nsight.py \
+        -k "test_flash_forward and L4096-d128-full-ours or test_copy_256mib" -o /tmp/r/ncu2 > /tmp/r/ncu2.log 2>&1
+      echo "ncu2 exit $?"
+      python3 -m pytest tests/data/nsight/bench_nsight.py --perfci-profile=ncu --perfci-profile-dir /tmp/r/ncu2_pytest \
+        -p no:cacheprovider > /tmp/r/ncu2_pytest.log 2>&1; echo "ncu2 pytest exit $?" ;;
+    shardsub)  # issue 14 on a subset that fits one call: shards 1/2 and 2/2 merged against one whole run
+      sel="tests/perf/test_matmul.py tests/perf/test_decode.py"
+      for i in 1 2; do perfci run --shard $i/2 --report-dir /tmp/r/sub_shard$i --results-dir /tmp/r/sub_shard${i}_results \
+        $sel > /tmp/r/sub_shard$i.log 2>&1; echo "sub shard$i exit $?"; done
+      perfci merge /tmp/r/sub_shard1_results/*_run.json /tmp/r/sub_shard2_results/*_run.json -o /tmp/r/sub_merged.json \
+        > /tmp/r/sub_merge.log 2>&1; echo "sub merge exit $?"
+      base=$(perfci env --json | python3 -c "import json,sys; print(json.load(sys.stdin)['baseline_file'])")
+      perfci compare "$base" /tmp/r/sub_merged.json > /tmp/r/sub_merged_compare.log 2>&1; echo "sub merged compare exit $?"
+      perfci run --report-dir /tmp/r/sub_whole --results-dir /tmp/r/sub_whole_results $sel > /tmp/r/sub_whole.log 2>&1
+      echo "sub whole exit $?" ;;
     pack) tar -czf "$out/r.tgz" -C /tmp r ;;
   esac
   echo "$step took $(( $(date +%s) - start )) s"
