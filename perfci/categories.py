@@ -332,7 +332,7 @@ def file_kind(filename: str) -> str:
             # site-packages may lie below the stdlib folder (/usr/local/lib/python3.X/site-packages)
             root = next(i for i, p in enumerate(parts) if p in _PACKAGE_DIRS)
             top = parts[root + 1] if root + 1 < len(parts) else ""
-            kind = SKIP if top.split(".", 1)[0].removesuffix(".py") in SKIP_PACKAGES else INSTALLED
+            kind = SKIP if top.split(".", 1)[0] in SKIP_PACKAGES else INSTALLED
         elif any(_under(path, root) for root in _skip_roots()):
             kind = SKIP
         else:

@@ -85,7 +85,7 @@ def _is_user_file(filename: str) -> bool:
 
 
 _CODE_KIND: dict[Any, str] = {}  # code object -> frame kind (for the working directory in _CACHED_CWD)
-_CULPRITS: dict[tuple[tuple[Any, int, str], ...], tuple[Culprit | None, str | None]] = {}
+_MARKERS: dict[tuple[tuple[Any, int, str], ...], str | None] = {}
 _CACHED_CWD = [""]
 
 
@@ -103,7 +103,7 @@ def _site_key(frame: Any) -> tuple[tuple[Any, int, str], ...]:
     cwd = os.getcwd()
     if cwd != _CACHED_CWD[0]:
         _CODE_KIND.clear()
-        _CULPRITS.clear()
+        _MARKERS.clear()
         _CACHED_CWD[0] = cwd
     kinds = _CODE_KIND
     key: tuple[tuple[Any, int, str], ...] = ()
@@ -121,39 +121,30 @@ def _site_key(frame: Any) -> tuple[tuple[Any, int, str], ...]:
     return key
 
 
-def _named(code: Any, line: int, qualified: bool) -> Culprit:
-    name = getattr(code, "co_qualname", code.co_name) if qualified else code.co_name
-    return Culprit(_display_path(code.co_filename), line, name)
-
-
-def _culprit_of(key: tuple[tuple[Any, int, str], ...]) -> tuple[Culprit | None, str | None]:
-    """The culprit of a frame chain (see :func:`user_frame`) and its site marker text, cached."""
-    if key in _CULPRITS:
-        return _CULPRITS[key]
-    culprit = None
+def _marker_of(key: tuple[tuple[Any, int, str], ...]) -> str | None:
+    """The site marker text of a frame chain (see :func:`site_marker`), cached."""
+    if key in _MARKERS:
+        return _MARKERS[key]
+    marker = None
     chosen = len(key) - 1 if key and key[-1][2] == PROJECT else next(
         (i for i, (_, _, kind) in enumerate(key) if kind == OUTSIDE), None)
     if chosen is not None:
         code, line, _ = key[chosen]
-        stack = tuple(_named(c, n, True) for c, n, _ in key[:chosen][:STACK_DEPTH])
-        culprit = Culprit(_display_path(code.co_filename), line, code.co_name, stack)
-    found = (culprit, culprit.marker() if culprit is not None else None)
-    _CULPRITS[key] = found
-    return found
+        stack = tuple(Culprit(_display_path(c.co_filename), n, getattr(c, "co_qualname", c.co_name))
+                      for c, n, _ in key[:chosen][:STACK_DEPTH])
+        marker = Culprit(_display_path(code.co_filename), line, code.co_name, stack).marker()
+    _MARKERS[key] = marker
+    return marker
 
 
-def user_frame(frame: Any) -> Culprit | None:
-    """The deepest project frame from ``frame`` outwards, with the library frames below it.
+def site_marker(frame: Any) -> str | None:
+    """The site marker text for a torch call made from ``frame`` (None: no user frame): the deepest
+    project frame from ``frame`` outwards, with the library frames below it.
 
     Torch, perfci, pytest and the standard library are skipped. When no project frame is on the
     stack (run from another directory) the deepest frame outside site-packages stands in for it.
     """
-    return _culprit_of(_site_key(frame))[0]
-
-
-def site_marker(frame: Any) -> str | None:
-    """The site marker text for a torch call made from ``frame`` (None: no user frame)."""
-    return _culprit_of(_site_key(frame))[1]
+    return _marker_of(_site_key(frame))
 
 
 def _resolve_short_path(short: str) -> str | None:
@@ -175,6 +166,3 @@ def culprit_from_py_event(name: str) -> Culprit | None:
     if path is None or not _is_user_file(path):
         return None
     return Culprit(_display_path(path), int(match.group(2)), match.group(3))
-
-
-# --- the flat table ---------------------------------------------------------------------------

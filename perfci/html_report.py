@@ -25,6 +25,7 @@ from perfci import html_charts as charts
 from perfci.fingerprint import Fingerprint
 from perfci.gate import BenchmarkOutcome, RunVerdict, error_outcome, judge, run_verdict
 from perfci.record import BenchmarkRecord, ResultFile
+from perfci.report import worst_first
 from perfci.trace import KernelProfile
 from perfci.units import format_bytes, format_time_ms, gbps, tflops
 from perfci.variants import StoredVariant, stored_variants
@@ -92,9 +93,7 @@ class _Page:
 
 
 def _sort_key(o: BenchmarkOutcome) -> tuple[int, int, float, str]:
-    c = o.comparison
-    change = c.change_pct if c is not None and c.change_pct is not None else 0.0
-    return (0 if o.failed else 1, RANK[o.verdict], -change, o.name)
+    return (*worst_first(o), o.name)
 
 
 def _badge(verdict: Verdict | str, failed: bool = False) -> str:

@@ -53,6 +53,7 @@ from perfci.nsight import (
     pytest_child,
     require_tool,
     run_tool,
+    tool_failed,
 )
 from perfci.profilers import ProfileRun
 from perfci.ranges import DOMAIN as NVTX_DOMAIN
@@ -199,6 +200,11 @@ def tensor_metrics(available: Iterable[str]) -> list[str]:
     return sorted(n for n in names if not any(n != m and n.startswith(m + "_") for m in names))
 
 
+def exported_tensor_metrics(launches: Iterable[Launch]) -> list[str]:
+    """The tensor-core op counters an export holds (when ``ncu --query-metrics`` could not say)."""
+    return tensor_metrics(n.removesuffix(".sum") for la in launches for n in la.values if n.endswith(".sum"))
+
+
 def tensor_peak_factor(name: str) -> float:
     """ncu's tensor ops-path ``peak_sustained`` is the 2:4-sparse rate for the types that have one;
     the dense peak is half of it (H100: 8192 bf16 FLOP/clk/SM in ncu, 4096 dense in the datasheet)."""
@@ -243,7 +249,7 @@ def summarise(launches: Sequence[Launch], tensor: Sequence[str] | None = None) -
     """Per benchmark and kernel: launches, total time, metrics over its launches (bytes and FLOPs
     summed, rates over the total time, percentages time-weighted, registers and shared memory max)."""
     if tensor is None:
-        tensor = tensor_metrics(n.removesuffix(".sum") for la in launches for n in la.values if n.endswith(".sum"))
+        tensor = exported_tensor_metrics(launches)
     groups: dict[tuple[str, str], list[Launch]] = defaultdict(list)
     for la in launches:
         groups[(la.benchmark, la.kernel)].append(la)
@@ -337,9 +343,7 @@ def export_raw_csv(ncu: str, report: Path) -> Path:
         if done.returncode == 0 and '"ID"' in done.stdout:
             target.write_text(done.stdout, encoding="utf-8")
             return target
-    reason = (done.stderr or done.stdout).strip().splitlines()
-    raise InfrastructureError(f"ncu --import {report} --csv --page raw failed (exit {done.returncode}"
-                              f"{': ' + reason[-1] if reason else ''})", hint="the report is kept")
+    raise tool_failed(f"ncu --import {report} --csv --page raw failed", done, hint="the report is kept")
 
 
 class NcuProfiler:
@@ -375,8 +379,8 @@ class NcuProfiler:
                      "and that the nvtx package is installed (ranges in domain 'perfci')")
         raw = export_raw_csv(exe, report)
         launches = parse_ncu_raw_csv(raw.read_text(encoding="utf-8", errors="replace"))
-        summaries = summarise(launches, tensor or None)  # None: the counters the export has
-        used = tensor or tensor_metrics(n.split(".")[0] for la in launches for n in la.values)
+        used = tensor or exported_tensor_metrics(launches)
+        summaries = summarise(launches, used)
         summary = out_dir / SUMMARY_NAME
         write_atomic(summary, summary_json(summaries, report, used))
         return ProfileRun(tuple(s.row for s in summaries), (report, raw, summary), summary, child_exit, TABLE_METRICS,

@@ -71,3 +71,9 @@ def run_tool(cmd: Sequence[str], *, env: Mapping[str, str] | None = None) -> int
         raise InfrastructureError(f"could not start {cmd[0]}: {exc}") from None
     except KeyboardInterrupt:
         raise InfrastructureError(f"{Path(cmd[0]).name} was interrupted") from None
+
+
+def tool_failed(what: str, done: subprocess.CompletedProcess[str], hint: str) -> InfrastructureError:
+    """The error for a captured tool command that failed: ``WHAT (exit N: its last line of output)``."""
+    reason = (done.stderr or done.stdout).strip().splitlines()
+    return InfrastructureError(f"{what} (exit {done.returncode}{': ' + reason[-1] if reason else ''})", hint=hint)

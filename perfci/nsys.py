@@ -47,6 +47,7 @@ from perfci.nsight import (
     pytest_child,
     require_tool,
     run_tool,
+    tool_failed,
 )
 from perfci.profilers import ProfileRun
 from perfci.record import write_atomic
@@ -356,9 +357,7 @@ def export_sqlite(nsys: str, report: Path) -> Path:
     except OSError as exc:
         raise InfrastructureError(f"could not start {nsys}: {exc}") from None
     if done.returncode != 0 or not target.is_file():
-        reason = (done.stderr or done.stdout).strip().splitlines()
-        raise InfrastructureError(f"nsys export --type sqlite failed for {report} (exit {done.returncode}"
-                                  f"{': ' + reason[-1] if reason else ''})", hint=f"the report {report} is kept")
+        raise tool_failed(f"nsys export --type sqlite failed for {report}", done, hint=f"the report {report} is kept")
     return target
 
 

@@ -18,13 +18,15 @@ from perfci.verdicts import RANK, Verdict
 NAME_WIDTH = 70  # the benchmark column of the terminal table, after the common prefix is taken off
 
 
+def worst_first(o: BenchmarkOutcome) -> tuple[int, int, float]:
+    """Sort key of every report's table: failures, then by verdict rank, then the largest slowdown."""
+    change = o.comparison.change_pct if o.comparison and o.comparison.change_pct is not None else 0.0
+    return (0 if o.failed else 1, RANK[o.verdict], -change)
+
+
 def _sorted(verdict: RunVerdict) -> list[BenchmarkOutcome]:
     """Worst first: failures, then by change."""
-    def key(o: BenchmarkOutcome) -> tuple[int, int, float]:
-        change = o.comparison.change_pct if o.comparison and o.comparison.change_pct is not None else 0.0
-        return (0 if o.failed else 1, RANK[o.verdict], -change)
-
-    return sorted(verdict.outcomes, key=key)
+    return sorted(verdict.outcomes, key=worst_first)
 
 
 def _time(time_ms: float) -> str:
