@@ -178,6 +178,16 @@ def set_triton_allocator() -> None:
     triton.set_allocator(_alloc)
 
 
+def arrival_counters(cache: dict[torch.device, torch.Tensor], device: torch.device, n: int) -> torch.Tensor:
+    """At least ``n`` int32 arrival counters on ``device``, kept in ``cache`` (zero between calls: the
+    program that finishes a group resets its own counter)."""
+    t = cache.get(device)
+    if t is None or t.numel() < n:
+        t = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
+        cache[device] = t
+    return t
+
+
 def next_pow2(x: int) -> int:
     return 1 if x <= 1 else 1 << (x - 1).bit_length()
 

@@ -27,7 +27,6 @@ from kernels._checks import (
     autotuned_by_head_dim,
     check_attention,
     check_buffer,
-    empty_like_layout,
     interpreting,
     launch,
     layout_strides,
@@ -61,8 +60,6 @@ DQ_CONFIGS: dict[int, list[tuple]] = {
     128: [(128, 64, 8, 3, True), (128, 64, 8, 3, False), (128, 128, 8, 2, True)],
     256: [(64, 32, 4, 2, False), (64, 64, 8, 2, False)],
 }
-_TABLES = {"fwd": FWD_CONFIGS, "dkdv": DKDV_CONFIGS, "dq": DQ_CONFIGS}
-
 # fp8 forward (e4m3 q/k/v; tiles are half the bytes, so deeper pipelines / wider KV tiles fit).
 FP8_FWD_CONFIGS: dict[int, list[tuple]] = {
     64: [(128, 128, 4, 3, True), (128, 128, 8, 3, True), (128, 64, 4, 3, False)],
@@ -94,7 +91,7 @@ def attention_path(*tensors: torch.Tensor) -> str:
     return "hopper" if tma_ok(*tensors) else "pointer"
 
 
-def _prepare_out(dims: AttnDims, layout: str, q: torch.Tensor, out_dtype: torch.dtype, out, lse):
+def _prepare_out(dims: AttnDims, q: torch.Tensor, out_dtype: torch.dtype, out, lse):
     lse_shape = (dims.batch, dims.heads_q, dims.len_q)
     if out is None:
         out = torch.empty(q.shape, dtype=out_dtype, device=q.device)
@@ -138,9 +135,7 @@ def attention_forward(
     """
     dims = check_attention(q, k, v, layout, HEAD_DIMS)
     scale = 1.0 / math.sqrt(dims.head_dim) if sm_scale is None else float(sm_scale)
-    if out is None:
-        out = empty_like_layout(dims.batch, dims.heads_q, dims.len_q, dims.head_dim, layout, q)
-    out, lse = _prepare_out(dims, layout, q, q.dtype, out, lse)
+    out, lse = _prepare_out(dims, q, q.dtype, out, lse)
     if out.numel() == 0:
         return out, lse
     if dims.len_k == 0:  # nothing to attend to: zero output, lse = +inf; no launch
@@ -187,7 +182,7 @@ def attention_forward_fp8(
     if out_dtype not in (torch.bfloat16, torch.float16, torch.float32):
         raise ValueError(f"out_dtype must be bfloat16, float16 or float32, got {out_dtype}")
     scale = 1.0 / math.sqrt(dims.head_dim) if sm_scale is None else float(sm_scale)
-    out, lse = _prepare_out(dims, layout, q, out_dtype, out, lse)
+    out, lse = _prepare_out(dims, q, out_dtype, out, lse)
     if out.numel() == 0:
         return out, lse
     if dims.len_k == 0:

@@ -3,7 +3,8 @@
 Decode is memory-bound: each step reads the whole K and V cache once.  One program handles one
 (batch, kv head, KV chunk) and all the query heads that share that kv head (GQA), so the cache is
 read exactly once; the number of chunks is chosen so that there are several programs per SM.
-A second small kernel merges the per-chunk partial outputs with their log-sum-exps.
+A second small kernel merges the per-chunk partial outputs with their log-sum-exps (with one chunk per
+head the output is written directly instead).
 
 Layouts: q is (B, Hq, 1, D) for "bhld" or (B, 1, Hq, D) for "blhd"; the caches are (B, Hkv, L, D)
 or (B, L, Hkv, D).  Everything is read through strides.
@@ -17,8 +18,10 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels._attn_tiles import load_rows, row_desc
 from kernels._checks import (
     LOG2E,
+    arrival_counters,
     check_attention,
     empty_like_layout,
     interpreting,
@@ -28,6 +31,7 @@ from kernels._checks import (
     padded_dim,
     set_triton_allocator,
     sm_count,
+    tma_ok,
 )
 
 HEAD_DIMS: tuple[int, ...] = tuple(range(16, 257, 8))  # non-powers of two run padded (masked loads)
@@ -61,24 +65,19 @@ def _decode_split(Q, K, V, PO, PL, sqb, sqh, sqd, skb, skh, skl, skd, svb, svh, 
     lo = split * CHUNK
     hi = tl.minimum(lo + CHUNK, LK)
     if USE_TMA:
-        k_desc = tl.make_tensor_descriptor(k_base, [LK, HEAD_DIM], [skl, 1], [BLOCK_N, BLOCK_D])
-        v_desc = tl.make_tensor_descriptor(v_base, [LK, HEAD_DIM], [svl, 1], [BLOCK_N, BLOCK_D])
+        k_src = row_desc(k_base, LK, skl, BLOCK_N, HEAD_DIM, BLOCK_D)
+        v_src = row_desc(v_base, LK, svl, BLOCK_N, HEAD_DIM, BLOCK_D)
+    else:
+        k_src = k_base
+        v_src = v_base
     m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_G], tl.float32)
     acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
     for start in range(lo, hi, BLOCK_N):
         offs_n = start + tl.arange(0, BLOCK_N)
         n_ok = offs_n < hi
-        if HEAD_DIM == BLOCK_D:  # noqa: SIM108 (constexpr branch: no column mask at power-of-two dims)
-            kv_ok = n_ok[:, None]
-        else:
-            kv_ok = n_ok[:, None] & d_ok[None, :]
-        if USE_TMA:
-            k = k_desc.load([start, 0])
-            v = v_desc.load([start, 0])
-        else:
-            k = tl.load(k_base + offs_n[:, None] * skl + offs_d[None, :] * skd, mask=kv_ok, other=0.0)
-            v = tl.load(v_base + offs_n[:, None] * svl + offs_d[None, :] * svd, mask=kv_ok, other=0.0)
+        k = load_rows(k_src, start, hi, skl, skd, BLOCK_N, HEAD_DIM, BLOCK_D, True, USE_TMA)
+        v = load_rows(v_src, start, hi, svl, svd, BLOCK_N, HEAD_DIM, BLOCK_D, True, USE_TMA)
         s = mma(q, tl.trans(k), None, DOT_F32)
         s = tl.where(n_ok[None, :], s * qk_scale, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
@@ -136,25 +135,7 @@ def _decode_combine(PO, PL, Out, sob, soh, sod, HQ, NSPLIT,
 
 USE_TMA = False  # default for K/V loads (kernels/NOTES.md, 2026-11-24 session 5: slower on an H100)
 FUSED_COMBINE = False  # merge the chunks in the last-arriving program instead of a combine kernel
-_LOCKS: dict[torch.device, torch.Tensor] = {}
-
-
-def _locks(device: torch.device, n: int) -> torch.Tensor:
-    """Per-(batch, kv head) arrival counters (int32, zero between calls: the merging program resets its own)."""
-    t = _LOCKS.get(device)
-    if t is None or t.numel() < n:
-        t = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
-        _LOCKS[device] = t
-    return t
-
-
-def _kv_tma_ok(k: torch.Tensor, v: torch.Tensor, sk: tuple, sv: tuple) -> bool:
-    """Per-head descriptors need: CUDA sm_90+, unit dim stride, 16-byte aligned bases, position and head strides."""
-    if interpreting() or k.device.type != "cuda" or torch.cuda.get_device_capability(k.device)[0] < 9:
-        return False
-    es = k.element_size()
-    return all(s[3] == 1 and t.data_ptr() % 16 == 0 and all(x * es % 16 == 0 for x in s[:3])
-               for t, s in ((k, sk), (v, sv)))
+_LOCKS: dict[torch.device, torch.Tensor] = {}  # per-(batch, kv head) arrival counters, one buffer per device
 
 
 def choose_splits(batch: int, heads_kv: int, len_k: int, block_n: int, num_sms: int, waves: float = 2.0) -> int:
@@ -224,8 +205,8 @@ def decode_attention(
     extra = {} if interp else {"num_warps": num_warps or 4, "num_stages": num_stages or 3}
     fused = {}
     if not direct and (FUSED_COMBINE if fused_combine is None else fused_combine):
-        fused = {"Out": out, "LOCKS": _locks(q.device, dims.batch * dims.heads_kv), "FUSED": True}
-    tma = (USE_TMA and _kv_tma_ok(k_cache, v_cache, sk, sv)) if use_tma is None else use_tma
+        fused = {"Out": out, "LOCKS": arrival_counters(_LOCKS, q.device, dims.batch * dims.heads_kv), "FUSED": True}
+    tma = (USE_TMA and tma_ok(k_cache, v_cache)) if use_tma is None else use_tma  # per-head descriptors
     if tma:
         set_triton_allocator()
     _decode_split[(nsplit, dims.batch * dims.heads_kv)](

@@ -225,10 +225,11 @@ def matmul(
     """``a @ b`` for 2-D fp16/bf16 tensors (M, K) x (K, N) -> (M, N), fp32 accumulation.
 
     ``config`` (a CONFIGS tuple; 6 entries = EPI 0, no flattening), ``use_tma`` and ``persistent`` are
-    tuning knobs (``kernels/tune.py``); the defaults autotune on GPU.  Decode-sized products (M <= 64
-    with too few output tiles to fill the GPU) go through the split-K kernels (``kernels/matmul_splitk.py``);
-    ``split_k`` forces a split count there (0: never split); ``splitk_fused`` forces the reduction into the
-    last-arriving program (True) or a second kernel (False); ``misaligned_b`` overrides MISALIGNED_B.
+    tuning knobs (``kernels/tune.py``); the defaults autotune on GPU.  Decode-sized products
+    (``use_splitk``: M <= SPLITK_MAX_M with too few output tiles to fill the GPU) go through the split-K
+    kernels (``kernels/matmul_splitk.py``); ``split_k`` forces a split count there (0: never split);
+    ``splitk_fused`` forces the reduction into the last-arriving program (True) or a second kernel (False);
+    ``misaligned_b`` overrides MISALIGNED_B.
     """
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, torch.Tensor) or t.dim() != 2:

@@ -3,8 +3,9 @@
 With M this small the work is reading B once (memory-bound), and an (M, N) grid alone has too few
 programs to keep every SM's loads in flight (N = 4096 in 64-column tiles: 64 programs on 132 SMs).
 Each program here reduces one K chunk of one (BLOCK_M, BLOCK_N) tile into an fp32 workspace
-(SPLIT, M, N); a second kernel sums the chunks and casts.  Pointer loads (the A tile is mostly rows
-beyond M: a tensor descriptor would still stage the whole box in shared memory).
+(SPLIT, M, N); the last program of each tile to finish sums the chunks and casts (FUSED_DEFAULT),
+or else a second kernel does.  Pointer loads (the A tile is mostly rows beyond M: a tensor descriptor
+would still stage the whole box in shared memory).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import interpreting, mma, next_pow2
+from kernels._checks import arrival_counters, interpreting, mma, next_pow2
 
 
 @triton.jit
@@ -73,16 +74,7 @@ SPLITK_CONFIG: tuple[int, int, int, int] = (64, 128, 4, 4)
 # reduce in the last-arriving program instead of a second kernel (H100: 1x4096x4096 8.62 vs 8.96 us with the
 # same tiles, 16x14336x4096 44.4 vs 44.5 us; kernels/NOTES.md 2026-11-24 session 5)
 FUSED_DEFAULT = True
-_LOCKS: dict[torch.device, torch.Tensor] = {}
-
-
-def _locks(device: torch.device, n: int) -> torch.Tensor:
-    """Per-tile arrival counters (int32, zero between calls: the reducing program resets its own)."""
-    t = _LOCKS.get(device)
-    if t is None or t.numel() < n:
-        t = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
-        _LOCKS[device] = t
-    return t
+_LOCKS: dict[torch.device, torch.Tensor] = {}  # per-tile arrival counters, one buffer per device
 
 
 def choose_split(m: int, n: int, k: int, block_m: int, block_n: int, block_k: int, num_sms: int) -> int:
@@ -109,7 +101,7 @@ def matmul_splitk(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, num_sms: in
     grid = (triton.cdiv(n, bn), triton.cdiv(m, bm), split)
     fused = FUSED_DEFAULT if fused is None else fused
     if fused and split > 1:
-        locks = _locks(a.device, grid[0] * grid[1])
+        locks = arrival_counters(_LOCKS, a.device, grid[0] * grid[1])
         _splitk_partial[grid](a, b, work, m, n, k, k_per, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                               BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, DOT_F32=interpreting(), C=c, LOCKS=locks,
                               SPLIT=split, scm=c.stride(0), scn=c.stride(1), FUSED=True, **extra)

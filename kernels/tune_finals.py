@@ -104,6 +104,11 @@ FINAL_SPLITK: list[tuple] = []
 FINAL_MISALIGNED = ("tma",)
 
 
+def _work(section: str, case: tuple) -> tuple[float, float]:
+    """(FLOPs, bytes) of a final's case, counted as for the sweep rows."""
+    return cases.flops_bytes(cases.Variant(section, case))
+
+
 def _chosen(tuner) -> str:
     c = getattr(tuner, "best_config", None)
     return "" if c is None else f" [{c.kwargs} w{c.num_warps} s{c.num_stages}]"
@@ -148,7 +153,7 @@ def finals(args, log, copy_tbps: float = 0.0) -> list[str]:
             for be in ("flash", "cudnn"):
                 impls[f"sdpa-{be}"] = partial(ref.sdpa, q, k, v, causal, be)
             compare(f"fwd b{b} h16 L{seq} d{d} {'causal' if causal else 'full'}", impls,
-                    4.0 * b * 16 * seq * seq * d * (0.5 if causal else 1), tuner=attention._attn_fwd_tuned)
+                    _work("fwd", (b, 16, seq, d, causal))[0], tuner=attention._attn_fwd_tuned)
     for d, seq, b in cases.FINAL_FP8 if "fp8" in args.final else []:
         for causal in (False, True):
             (q, k, v), (q8, k8, v8, sq, sk, sv) = cases.fp8_inputs(b, 16, seq, d, False)
@@ -165,14 +170,14 @@ def finals(args, log, copy_tbps: float = 0.0) -> list[str]:
                      "ours-bf16": partial(attention.attention_forward, q, k, v, causal),
                      "sdpa-cudnn-bf16": partial(ref.sdpa, q, k, v, causal, "cudnn")}
             compare(f"fp8 b{b} h16 L{seq} d{d} {'causal' if causal else 'full'}", impls,
-                    4.0 * b * 16 * seq * seq * d * (0.5 if causal else 1), tuner=attention._attn_fwd_fp8_tuned)
+                    _work("fp8", (b, 16, seq, d, causal))[0], tuner=attention._attn_fwd_fp8_tuned)
     for b, hq, hk, seq, d, dt in cases.FINAL_DEC if "dec" in args.final else []:
         q, k, v = _randn((b, hq, 1, d), dt, 1), _randn((b, hk, seq, d), dt, 2), _randn((b, hk, seq, d), dt, 3)
         impls = {"ours": partial(decode.decode_attention, q, k, v)}
         for be in ("flash", "efficient", "cudnn"):
             impls[f"sdpa-{be}"] = partial(ref.sdpa, q, k, v, False, be)
         compare(f"dec b{b} hq{hq} hkv{hk} kv{seq} d{d} {str(dt)[6:]}", impls,
-                nbytes=2.0 * (2 * b * hk * seq * d + 2 * b * hq * d), graph=True)
+                nbytes=_work("dec", (b, hq, hk, seq, d, dt))[1], graph=True)
     for m, n, k in cases.FINAL_MM if "mm" in args.final else []:
         a, bb = _randn((m, k), torch.bfloat16, 1), _randn((k, n), torch.bfloat16, 2)
         split = matmul.use_splitk(m, n, k, matmul.num_sms(a.device))  # split-K bypasses the autotuner
@@ -188,7 +193,7 @@ def finals(args, log, copy_tbps: float = 0.0) -> list[str]:
                 impls[f"ours-splitk{sp}-{cfg[0]}"] = partial(matmul_splitk, a, bb, cc, matmul.num_sms(a.device),
                                                             split=sp, config=cfg, fused=True)
         compare(f"mm {m}x{n}x{k}{' split-K' if split else ''}", impls,
-                2.0 * m * n * k, graph=True, tuner=None if split else matmul._matmul_tuned)
+                _work("mm", (m, n, k))[0], graph=True, tuner=None if split else matmul._matmul_tuned)
     for d, seq, b in cases.FINAL_BWD if "bwd" in args.final else []:
         for causal in (False, True):
             q, k, v, do = (_randn((b, 16, seq, d), torch.bfloat16, i) for i in range(4))
@@ -202,7 +207,7 @@ def finals(args, log, copy_tbps: float = 0.0) -> list[str]:
                 except Exception as exc:
                     log(f"  sdpa {be} bwd failed: {exc}")
             compare(f"bwd b{b} h16 L{seq} d{d} {'causal' if causal else 'full'}", impls,
-                    2.5 * 4.0 * b * 16 * seq * seq * d * (0.5 if causal else 1), tuner=attention._attn_bwd_dkdv_tuned)
+                    _work("bwd", (b, 16, seq, d, causal))[0], tuner=attention._attn_bwd_dkdv_tuned)
     return lines
 
 

@@ -11,6 +11,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import torch
+
 CHILD = """
 import sys, torch
 model = torch._inductor.aoti_load_package(sys.argv[1])
@@ -22,12 +24,12 @@ print("loaded; output", tuple(model(*args).shape))
 """
 
 
-class Add(__import__("torch").nn.Module):
+class Add(torch.nn.Module):
     def forward(self, x):
         return x + 1
 
 
-class Sdpa(__import__("torch").nn.Module):
+class Sdpa(torch.nn.Module):
     def forward(self, q, k, v):
         import torch.nn.functional as F
 
@@ -35,8 +37,6 @@ class Sdpa(__import__("torch").nn.Module):
 
 
 def main() -> int:
-    import torch
-
     work = Path(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp())
     work.mkdir(parents=True, exist_ok=True)
     print("torch", torch.__version__, "cuda", torch.version.cuda, flush=True)

@@ -122,9 +122,12 @@ def analyse_planted(root: Path) -> dict:
     from perfci.stats import median
 
     runs: dict[str, list[dict]] = {label: [] for label in SIZES}
-    for path in sorted((root / "planted").glob("*.json"), key=lambda p: int(p.stem.rsplit("_", 1)[1])):
+    def round_of(path: Path) -> int:
+        return int(path.stem.rsplit("_", 1)[1])
+
+    for path in sorted((root / "planted").glob("*.json"), key=round_of):
         doc = json.loads(path.read_text())
-        doc["round"] = int(path.stem.rsplit("_", 1)[1])  # processes of one round ran back to back
+        doc["round"] = round_of(path)  # processes of one round ran back to back
         runs[doc["label"]].append(doc)
     bases = runs["base"]
     if len(bases) < 2:
@@ -166,7 +169,7 @@ def analyse_planted(root: Path) -> dict:
         row["perfci_confirmed"] = confirmed_1
         if five_run:
             row["perfci_5run_confirmed"] = confirmed_5
-            row["perfci_5run_ab"] = _ab_confirmed(label, five_run, bases, variants, same)
+            row["perfci_5run_ab"] = _ab_confirmed(label, five_run, bases, variants, same, first_5)
         table[label] = row
     return {"gpu": bases[0]["gpu"], "fingerprint": bases[0].get("fingerprint"), "sizes": table}
 
@@ -206,25 +209,28 @@ def _record(doc: dict, label: str):
 
 
 def _ab_confirmed(label: str, baselines: list, bases: list[dict], docs: list[dict], same: bool,
-                  max_pairs: int = 5) -> dict:
+                  first_verdicts: list, max_pairs: int = 5) -> dict:
     """``perfci run --against``: a first-pass SLOWER or NOISY (against a five-run baseline) is A/B'd
     on the same card: pairs (base process, variant process) of the same round, starting at the round of
     the process judged, taken until the paired verdict resolves (at least 2 pairs) or ``max_pairs``.
     For A/A (``same``) a round has one base process, so a pair is two base processes of adjacent
-    rounds (back to back in time, not interleaved): a stricter test than the real A/B."""
+    rounds (back to back in time, not interleaved): a stricter test than the real A/B.
+    ``first_verdicts``: ``_confirmed``'s one-pass verdicts on the same baselines, in the same order."""
     from perfci.ab import MIN_PAIRS, paired_verdict
-    from perfci.compare import Verdict, compare_samples
+    from perfci.compare import Verdict
 
     by_round = {d["round"]: d for d in bases}
     rounds = sorted(by_round)
+    mine = {d["round"]: d for d in docs}
+    firsts = iter(first_verdicts)
     trials = slower = sent = 0
     pairs_used: list[int] = []
-    for used, base in baselines:
+    for used, _base in baselines:
         for j, doc in enumerate(docs):
             if same and j in used:
                 continue
             trials += 1
-            first = compare_samples(label, base, _samples([doc], "gated_ms")[0]).verdict
+            first = next(firsts)
             if first not in (Verdict.SLOWER, Verdict.NOISY):
                 continue
             sent += 1
@@ -233,7 +239,6 @@ def _ab_confirmed(label: str, baselines: list, bases: list[dict], docs: list[dic
             if same:  # (process r, process r+1): two base processes back to back
                 pairs = [(by_round[r], by_round[order[(i + 1) % len(order)]]) for i, r in enumerate(order)]
             else:
-                mine = {d["round"]: d for d in docs}
                 pairs = [(by_round[r], mine[r]) for r in order if r in mine]
             refs, curs, final = [], [], first
             for ref_doc, cur_doc in pairs[:max_pairs]:

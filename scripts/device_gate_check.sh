@@ -31,7 +31,7 @@ for step in "$@"; do
       python3 scripts/bench_detect.py --collect-only --dir /tmp/bd --suite-runs 0 --planted-processes "${BD_PROCESSES:-10}" \
         --max-time 1.0 --min-time 0.5 > "$out/bdplanted.log" 2>&1; echo "bdplanted exit $?"
       tar -czf "$out/bdplanted.tgz" -C /tmp/bd planted ;;
-    ncu) perfci profile --ncu -k "test_flash_forward and L4096-d128-full-ours or test_copy_256mb" -o /tmp/ncu \
+    ncu) perfci profile --ncu -k "$NCU_K" -o /tmp/ncu \
            > "$out/ncu.log" 2>&1; echo "ncu exit $?"; cp /tmp/ncu/ncu_summary.json "$out/ncu_summary.json" 2>/dev/null ;;
     i15)  # issue 15 on the GPU: every gpu test outside the kernels, compiled/JAX/model/culprit tests, the seed case's report
       python3 -m pytest -m gpu ${GPU_SELECT:-tests} --ignore=tests/kernels --ignore=tests/perf -q -rP -p no:cacheprovider \
