@@ -165,13 +165,14 @@ def run_pairs(ref: Tree, current: Tree, names: Sequence[str], measure: Measure, 
     """
     if max_pairs < 1:
         raise BadInputError(f"--max-pairs must be at least 1, got {max_pairs}")
-    runs: Runs = {n: (list((seed or {}).get(n, ([], []))[0]), list((seed or {}).get(n, ([], []))[1])) for n in names}
+    seeded = seed or {}
+    runs: Runs = {n: (list(seeded.get(n, ([], []))[0]), list(seeded.get(n, ([], []))[1])) for n in names}
     verdicts: dict[str, PairedVerdict] = {}
 
     def unresolved(name: str) -> bool:
         ref_runs, new_runs = runs[name]
         if not ref_runs:
-            return len(ref_runs) < max_pairs  # nothing yet: measure it
+            return True  # nothing yet: measure it (max_pairs >= 1)
         verdicts[name] = v = paired_verdict(name, ref_runs, new_runs, thresholds.get(name, DEFAULT_THRESHOLD))
         resolved = v.comparison.verdict in (Verdict.SLOWER, Verdict.FASTER, Verdict.SAME)
         return len(ref_runs) < max_pairs and (not resolved or len(ref_runs) < MIN_PAIRS)

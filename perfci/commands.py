@@ -26,16 +26,16 @@ from perfci.gate import RunVerdict, judge_files, run_verdict
 from perfci.kernelrows import format_rows
 from perfci.pipeline import RunOptions, check_writable, measure_runs, run, store_ncu_summary
 from perfci.profilers import registry
-from perfci.record import ResultFile, load_results, write_results
+from perfci.record import ResultFile, load_results, require_one_gpu, write_results
 from perfci.report import headline, terminal_table, write_report
-from perfci.runner import project_root, results_path
+from perfci.runner import RESULTS_DIR, project_root, results_path
 from perfci.shard import load_shards, merge_results, parse_gpus, parse_shard, run_workers
 
 
 def _resolve_defaults(args: argparse.Namespace) -> None:
     """Default locations live under the project root, wherever perfci is run from; given paths are the user's."""
     root = project_root()
-    defaults = {"baselines": "baselines", "results_dir": ".perfci/results"}
+    defaults: dict[str, str | Path] = {"baselines": "baselines", "results_dir": RESULTS_DIR}
     if args.verb == "run":
         defaults["report_dir"] = "reports/latest"
     for key, relative in defaults.items():
@@ -112,11 +112,11 @@ def _run_on_gpus(args: argparse.Namespace, rest: list[str]) -> int:
         by_model.setdefault(result.gpu or "unknown", []).append(result)
     exit_code, outcomes, missing = EXIT_OK, [], []
     for model, shards in by_model.items():
-        merged = write_results(merge_results(shards, results_path(args.results_dir, f"merged-{model}")))
-        run_file = load_results(merged)
+        merged = merge_results(shards, results_path(args.results_dir, f"merged-{model}"))
+        write_results(merged)
         base = None if args.no_compare else load_for_gpu(args.baselines, model)
-        verdict = judge_files(run_file, base)
-        print(f"perfci: {model}: {len(shards)} worker(s), merged into {merged}")
+        verdict = judge_files(merged, base)
+        print(f"perfci: {model}: {len(shards)} worker(s), merged into {merged.path}")
         outcomes += verdict.outcomes
         missing += verdict.missing
         exit_code = max(exit_code, verdict.exit_code)
@@ -221,9 +221,7 @@ def _one_gpu(runs: list[ResultFile]) -> str:
     if not first.gpu:
         raise BadInputError(f"{first.path} records no GPU (not a perfci result file?)",
                             hint="use the *_run.json files that perfci run writes, or perfci merge's output")
-    for other in runs[1:]:
-        require_same_gpu(first.gpu, other.gpu, first_what=str(first.path), second_what=str(other.path),
-                         hint="give the result files of one GPU model")
+    require_one_gpu(runs, "give the result files of one GPU model")
     return first.gpu
 
 

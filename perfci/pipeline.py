@@ -30,6 +30,7 @@ from perfci.runner import (
     PYTEST_INTERNAL,
     PYTEST_INTERRUPTED,
     PYTEST_NO_TESTS,
+    RESULTS_DIR,
     confirmation_args,
     pytest_exit_to_perfci,
     results_path,
@@ -46,7 +47,7 @@ SESSION_ERROR = "(pytest session)"  # the name an ERROR takes when the whole pas
 class RunOptions:
     pytest_args: tuple[str, ...] = ()
     baselines: Path | None = Path("baselines")  # None: measure only, no comparison
-    results_dir: Path = Path(".perfci/results")
+    results_dir: Path = RESULTS_DIR
     report_dir: Path | None = Path("reports/latest")
     confirm: bool = True  # re-measure a timing SLOWER or NOISY in a second fresh process
     require_baseline: bool = False
@@ -153,16 +154,8 @@ def run(options: RunOptions, fp: Fingerprint, log: Log = print) -> RunOutcome:
     if names:
         new, verdict, interrupted, why = _confirm(args, new, verdict, names, baseline, options.baselines, log)
         messages += why
-    paths, verdict = _finish(options, fp, baseline, new, verdict, github=confirming)
-    exit_code = _exit_code(verdict, options)
-    if interrupted:
-        messages.append("perfci: the confirmation pass was interrupted; the verdict above stands on the first pass "
-                        "for what it did not re-measure")
-        exit_code = EXIT_INFRASTRUCTURE
-    elif pytest_exit == PYTEST_FAILED and not verdict.regressions:
-        messages.append("perfci: some tests failed or errored for reasons other than a perf regression (see above)")
-        exit_code = EXIT_REGRESSION
-    return RunOutcome(new, verdict, exit_code, paths, baseline, tuple(messages))
+    return _outcome(options, fp, baseline, new, verdict, pytest_exit, messages, github=confirming,
+                    interrupted=interrupted)
 
 
 def _shard_args(options: RunOptions, baseline: ResultFile | None,
@@ -184,10 +177,26 @@ def _shard_args(options: RunOptions, baseline: ResultFile | None,
     return replace(options, pytest_args=args), None
 
 
-def _exit_code(verdict: RunVerdict, options: RunOptions) -> int:
-    if options.fail_on_noisy and verdict.noisy:
-        return EXIT_REGRESSION
-    return verdict.exit_code
+def _stored(baseline: ResultFile | None) -> ResultFile | None:
+    """The baseline when it holds entries (an empty one compares with nothing and is not reported)."""
+    return baseline if baseline is not None and baseline.benchmarks else None
+
+
+def _outcome(options: RunOptions, fp: Fingerprint, baseline: ResultFile | None, new: ResultFile,
+             verdict: RunVerdict, pytest_exit: int, messages: list[str], *, github: bool,
+             interrupted: bool = False) -> RunOutcome:
+    """The run's end: :func:`_finish`, then the exit code (an interrupted confirmation pass is exit 3;
+    tests that failed for other reasons than a regression exit 1; NOISY fails with ``fail_on_noisy``)."""
+    paths, verdict = _finish(options, fp, baseline, new, verdict, github=github)
+    exit_code = EXIT_REGRESSION if options.fail_on_noisy and verdict.noisy else verdict.exit_code
+    if interrupted:
+        messages.append("perfci: the confirmation pass was interrupted; the verdict above stands on the first pass "
+                        "for what it did not re-measure")
+        exit_code = EXIT_INFRASTRUCTURE
+    elif pytest_exit == PYTEST_FAILED and not verdict.regressions:
+        messages.append("perfci: some tests failed or errored for reasons other than a perf regression (see above)")
+        exit_code = EXIT_REGRESSION
+    return RunOutcome(new, verdict, exit_code, paths, baseline, tuple(messages))
 
 
 def _finish(options: RunOptions, fp: Fingerprint, baseline: ResultFile | None, new: ResultFile,
@@ -203,7 +212,7 @@ def _finish(options: RunOptions, fp: Fingerprint, baseline: ResultFile | None, n
             verdict = replace(verdict, problems=(*verdict.problems, f"--profile {options.profile}: {exc}"))
     paths: tuple[Path, ...] = ()
     if options.report_dir is not None:
-        stored = baseline if baseline is not None and baseline.benchmarks else None
+        stored = _stored(baseline)
         paths = tuple(write_report([r for r in (stored, new) if r is not None], verdict, options.report_dir,
                                    f"{options.title} on {fp.name}", baseline=stored.path if stored else None,
                                    roofline=roofline))
@@ -248,27 +257,20 @@ def _run_against(options: RunOptions, fp: Fingerprint, baseline: ResultFile | No
         why_not = ab.needs_build(ref.root)
         new, pytest_exit = measure(args, results_path(options.results_dir), baselines=options.baselines,
                                    extra=["--perfci-provisional"] if baseline is not None else None)
-        stored = baseline if baseline is not None and baseline.benchmarks else None
+        stored = _stored(baseline)
         first = judge_files(new, stored)
         names = to_confirm(first) if stored is not None else tuple(new.benchmarks)
         messages: list[str] = []
+        verdict = first
         if why_not:
             messages.append(f"perfci: cannot A/B against {ref.label}: {why_not}; the stored-baseline verdicts stand")
-            verdict = first
-        elif not names:
-            verdict = first
-        else:
+        elif names:
             log(f"perfci: A/B on this card against {ref.label}: {len(names)} benchmark(s)", flush=True)
             result = ab.measure_trees(ref, ab.Tree("working tree", Path.cwd()), args, names, options.results_dir,
                                       thresholds={n: r.threshold or 0.0 for n, r in new.benchmarks.items()
                                                   if r.threshold}, max_pairs=options.max_pairs, log=log)
             verdict = ab.apply(first, new, result, stored)
-    paths, verdict = _finish(options, fp, baseline, new, verdict, github=True)
-    exit_code = _exit_code(verdict, options)
-    if pytest_exit == PYTEST_FAILED and not verdict.regressions:
-        messages.append("perfci: some tests failed or errored for reasons other than a perf regression (see above)")
-        exit_code = EXIT_REGRESSION
-    return RunOutcome(new, verdict, exit_code, paths, baseline, tuple(messages))
+    return _outcome(options, fp, baseline, new, verdict, pytest_exit, messages, github=True)
 
 
 def _confirm(args: list[str], first: ResultFile, first_verdict: RunVerdict, names: tuple[str, ...],

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfci import stats
 from perfci.errors import BadInputError, InfrastructureError
+from perfci.fingerprint import require_same_gpu
 from perfci.trace import KernelProfile
 
 if TYPE_CHECKING:
@@ -104,6 +105,16 @@ class ResultFile:
 
     def with_benchmarks(self, records: Iterable[BenchmarkRecord], **changes: Any) -> ResultFile:
         return replace(self, benchmarks={r.name: r for r in records}, **changes)
+
+
+def require_one_gpu(results: Iterable[ResultFile], hint: str) -> ResultFile | None:
+    """The first of ``results`` that records a GPU model, after checking that every other one that
+    records a model records the same (``fingerprint.require_same_gpu``); None when none records one."""
+    with_gpu = [r for r in results if r.gpu]
+    for other in with_gpu[1:]:
+        require_same_gpu(with_gpu[0].gpu, other.gpu, first_what=str(with_gpu[0].path), second_what=str(other.path),
+                         hint=hint)
+    return with_gpu[0] if with_gpu else None
 
 
 def record_from_measurement(name: str, measurement: Measurement, settings: PerfSettings, *,
@@ -190,7 +201,7 @@ def parse_results(data: Mapping[str, Any], path: Path, what: str = "result file"
                       benchmarks={r.name: r for r in records}, header=header,
                       deselected=frozenset(str(n) for n in deselected) if isinstance(deselected, list) else frozenset(),
                       scope=tuple(str(p) for p in scope) if isinstance(scope, list) else None,
-                      errors={str(k): str(v) for k, v in errors.items()} if isinstance(errors, dict) else {},
+                      errors=_errors(errors),
                       document=rest)
 
 
@@ -311,8 +322,12 @@ def load_errors(path: Path) -> dict[str, str]:
     """What :func:`write_errors` wrote; {} when the file is absent."""
     if not Path(path).exists():
         return {}
-    errors = read_json(Path(path), "error list").get(ERRORS_KEY)
-    return {str(k): str(v) for k, v in errors.items()} if isinstance(errors, dict) else {}
+    return _errors(read_json(Path(path), "error list").get(ERRORS_KEY))
+
+
+def _errors(value: Any) -> dict[str, str]:
+    """A document's ``perfci_errors`` ({node id: one line}); {} when absent or not an object."""
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
 def write_atomic(path: Path, data: Mapping[str, Any]) -> None:

@@ -71,10 +71,11 @@ def with_default_suite(pytest_args: list[str], *, require_dir: bool = True, cwd:
     args = list(pytest_args)
     if not has_path_argument(args, cwd):
         here = Path(cwd or Path.cwd()).absolute()
-        suite = project_root(here) / DEFAULT_SUITE
+        root = project_root(here)
+        suite = root / DEFAULT_SUITE
         if require_dir and not suite.is_dir():
             raise UsageError(f"no test path given and the default suite {DEFAULT_SUITE}/ does not exist under "
-                             f"the project root {project_root(here)}",
+                             f"the project root {root}",
                              hint="name the tests: perfci run path/to/tests")
         args.insert(0, os.path.relpath(suite, here))
     return args

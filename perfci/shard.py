@@ -17,8 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from perfci.errors import BadInputError, InfrastructureError, UsageError
-from perfci.fingerprint import require_same_gpu
-from perfci.record import ResultFile, load_results
+from perfci.record import ResultFile, load_results, require_one_gpu
 from perfci.runner import PYTEST_NO_TESTS, PYTEST_OK, pytest_command
 
 _SHARD = re.compile(r"^(\d+)/(\d+)$")
@@ -70,10 +69,8 @@ def merge_results(results: Sequence[ResultFile], path: Path) -> ResultFile:
     two shards is refused), scopes joined, deselected = what no shard measured or intended."""
     if not results:
         raise UsageError("perfci merge needs at least one result file")
-    with_gpu = [r for r in results if r.gpu]
-    for other in with_gpu[1:]:
-        require_same_gpu(with_gpu[0].gpu, other.gpu, first_what=str(with_gpu[0].path), second_what=str(other.path),
-                         hint="merge the shards of one GPU model; each model is judged against its own baselines")
+    first = require_one_gpu(results, "merge the shards of one GPU model; each model is judged against its own "
+                                     "baselines") or results[0]
     seen: dict[str, Path] = {}
     for result in results:
         for name in result.benchmarks:
@@ -86,7 +83,6 @@ def merge_results(results: Sequence[ResultFile], path: Path) -> ResultFile:
     scope = None if any(s is None for s in scopes) else tuple(dict.fromkeys(p for s in scopes for p in s or ()))
     deselected = frozenset.intersection(*(frozenset(r.deselected) for r in results)) - measured
     errors = {k: v for r in results for k, v in r.errors.items()}
-    first = with_gpu[0] if with_gpu else results[0]
     shards = [str(r.path) for r in results]
     return first.with_benchmarks((b for r in results for b in r.benchmarks.values()), path=Path(path),
                                  scope=scope, deselected=deselected, errors=errors,
