@@ -21,8 +21,11 @@ from perfci.timing import make_timer, timer_label
 from perfci.units import format_bytes
 
 if TYPE_CHECKING:
+    from perfci.measurement import Measurement
+    from perfci.rules import Finding
     from perfci.session import PerfSession
     from perfci.settings import PerfSettings
+    from perfci.trace import KernelProfile
 
 
 class DeviceClock:
@@ -112,16 +115,7 @@ class Perf:
             profile = (session.kernel_profile(call, self._test, settings)
                        if settings.torch_profile and timer_name != "jax" else None)
 
-        record = session.pool(record_from_measurement(
-            self._benchmark.fullname, measurement, settings, profile=profile, flops=self.flops, bytes_moved=self.bytes,
-            details={"gpu": session.fingerprint.slug, "nvtx": session.ranges.backend, **record_details(measurement)}))
-        self._benchmark.extra_info.update(display_extra(record, timer_label(measurement)))
-        self._benchmark.extra_info["perfci"] = record_to_info(record)
-        self._clock.load(measurement.samples_ms)
-        self._benchmark.pedantic(self._clock.step, rounds=len(measurement.samples_ms), iterations=1)
-        outcome = session.judge(record)
-        if outcome.failed and not session.defers(outcome):
-            raise RegressionError(outcome.evidence())
+        self._judge(session, settings, measurement, profile=profile, details=record_details(measurement))
         return result
 
     def variants(self, faster_than: Mapping[str, str] | None = None, **variants: Callable[[], Any]
@@ -169,24 +163,32 @@ class Perf:
                 fns, timer=timer, policy=settings.policy, synchronize=synchronize,
                 profile=(lambda name, fn: session.kernel_profile(fn, f"{self._test}[{name}]", settings))
                 if settings.torch_profile else None)
-        first = runs[0]
-        record = session.pool(record_from_measurement(
-            self._benchmark.fullname, first.measurement, settings, profile=first.profile, flops=self.flops,
-            bytes_moved=self.bytes, details={"gpu": session.fingerprint.slug, "nvtx": session.ranges.backend,
-                                             "variants": {r.name: r.to_dict() for r in runs}}))
-        base = session.base_record(record.name)
+        base = session.base_record(self._benchmark.fullname)
         extra = check_faster_than(runs, rules, threshold=settings.threshold, gated=timer.device_time)
         if base is not None and isinstance(base.details.get("variants"), Mapping):
             extra += check_against_baseline_variants(runs, baseline_profiles(base.details["variants"]))
-        self._benchmark.extra_info.update(display_extra(record, timer_label(first.measurement)))
-        self._benchmark.extra_info["perfci"] = record_to_info(record)
-        self._clock.load(first.measurement.samples_ms)
-        self._benchmark.pedantic(self._clock.step, rounds=len(first.measurement.samples_ms), iterations=1)
-        outcome = session.judge(record, extra)
-        session.variants[record.name] = summary(runs)
-        if outcome.failed and not session.defers(outcome):
-            raise RegressionError(f"{outcome.evidence()}\n  variants:\n" + summary(runs))
+        lines = session.variants[self._benchmark.fullname] = summary(runs)
+        first = runs[0]
+        self._judge(session, settings, first.measurement, profile=first.profile,
+                    details={"variants": {r.name: r.to_dict() for r in runs}}, extra=extra,
+                    footer=f"\n  variants:\n{lines}")
         return {r.name: r for r in runs}
+
+    def _judge(self, session: PerfSession, settings: PerfSettings, measurement: Measurement, *,
+               profile: KernelProfile | None, details: dict[str, Any], extra: tuple[Finding, ...] = (),
+               footer: str = "") -> None:
+        """Record ``measurement`` (pooled with its first-pass record in a confirmation pass), hand its
+        samples to pytest-benchmark, judge it, and fail the test on a regression not left to perfci run."""
+        record = session.pool(record_from_measurement(
+            self._benchmark.fullname, measurement, settings, profile=profile, flops=self.flops, bytes_moved=self.bytes,
+            details={"gpu": session.fingerprint.slug, "nvtx": session.ranges.backend, **details}))
+        self._benchmark.extra_info.update(display_extra(record, timer_label(measurement)))
+        self._benchmark.extra_info["perfci"] = record_to_info(record)
+        self._clock.load(measurement.samples_ms)
+        self._benchmark.pedantic(self._clock.step, rounds=len(measurement.samples_ms), iterations=1)
+        outcome = session.judge(record, extra)
+        if outcome.failed and not session.defers(outcome):
+            raise RegressionError(outcome.evidence() + footer)
 
     def _once(self, fn: Callable[[], Any]) -> Any:
         """A disabled benchmark's one call; inside the benchmark's NVTX range in an Nsight pass (the

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
+from perfci import stats
 from perfci.measurement import Measurement, SamplingPolicy
 
 NvtxRange = Callable[[], AbstractContextManager[None]]
@@ -58,7 +59,6 @@ class JaxTimer(metaclass=_DeviceTimeByBackend):
     needs_gpu = False
     help = ("JAX callables: N calls dispatched back to back, one block_until_ready per sample (amortised "
             "per-call time, dispatch overlapped); device time on a GPU backend, host time on CPU")
-    label = "jax"
 
     @classmethod
     def create(cls, *, gpu_available: bool, nvtx_range: NvtxRange = nullcontext) -> JaxTimer:
@@ -151,9 +151,7 @@ def per_call_block_ms(fn: Callable[[], Any], calls: int, clock: Callable[[], flo
         started = clock()
         jax.block_until_ready(fn())
         times.append((clock() - started) * 1e3)
-    times.sort()
-    mid = len(times) // 2
-    return times[mid] if len(times) % 2 else (times[mid - 1] + times[mid]) / 2
+    return stats.median(times)
 
 
 RECORDED = ("method", "jax_backend", "first_call_ms", "per_call_block_ms")

@@ -18,6 +18,7 @@ import pytest
 from perfci.errors import PerfCIError, RegressionError
 
 if TYPE_CHECKING:
+    from perfci.record import ResultFile
     from perfci.session import PerfSession
     from perfci.settings import PerfSettings
 
@@ -81,9 +82,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 class _State:
     """perfci's state in one pytest session; the heavy part (:class:`PerfSession`) is built on first use."""
 
-    def __init__(self, config: pytest.Config, baselines: Path | None) -> None:
+    def __init__(self, config: pytest.Config, baselines: Path | None, pool_with: ResultFile | None) -> None:
         self.config = config
         self.baselines = baselines
+        self.pool_with = pool_with
         self.session: PerfSession | None = None
         self._settings: PerfSettings | None = None
         self.overridden: list[str] = []  # tests whose `perf` is the project's own fixture
@@ -107,7 +109,7 @@ class _State:
                 def make() -> PerfSession:
                     compared = None if self.baselines is not None else compared_run(self.config)
                     return PerfSession.from_options(self.config.getoption, detect(), baselines=self.baselines,
-                                                    compared=compared)
+                                                    compared=compared, pool_with=self.pool_with)
 
                 self.session = _usage(make)
             except ImportError as exc:  # perfci's wheel does not require torch: a `perf` benchmark does
@@ -158,15 +160,16 @@ def pytest_configure(config: pytest.Config) -> None:
             baselines = resolve_baselines(value, _project_root(config))
         except PerfCIError as exc:
             raise pytest.UsageError(f"perfci: {exc}") from None
-    pool_with = config.getoption("perfci_pool_with", None)
-    if pool_with:  # perfci run's confirmation pass: a bad file stops the run before any test
+    pool_with = None
+    value = config.getoption("perfci_pool_with", None)
+    if value:  # perfci run's confirmation pass: a bad file stops the run before any test
         from perfci.record import load_results
 
         try:
-            load_results(Path(pool_with), "first-pass result file")
+            pool_with = load_results(Path(value), "first-pass result file")
         except PerfCIError as exc:
             raise pytest.UsageError(f"perfci: {exc}") from None
-    config.stash[_STATE] = _State(config, baselines)
+    config.stash[_STATE] = _State(config, baselines, pool_with)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -378,7 +381,6 @@ def _summary(terminalreporter: Any, config: pytest.Config, state: _State) -> Non
 def _nsight_pass(terminalreporter: Any, config: pytest.Config, tool: str, names: list[str]) -> None:
     """``--perfci-profile``: the measured benchmarks once more under Nsight, their kernel tables printed.
     A missing or failing tool is said in one line (``perfci run --profile`` exits 3 for it)."""
-    from perfci.errors import PerfCIError
     from perfci.profilers import registry
 
     out = config.rootpath / config.getoption("perfci_profile_dir")

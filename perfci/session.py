@@ -32,7 +32,7 @@ from perfci.gate import (
 )
 from perfci.names import NameMatcher
 from perfci.ranges import Ranges
-from perfci.record import BenchmarkRecord, ResultFile, load_results
+from perfci.record import BenchmarkRecord, ResultFile
 from perfci.rules import Finding
 from perfci.settings import PerfSettings
 from perfci.trace import KernelProfile
@@ -64,17 +64,17 @@ class PerfSession:
 
     @classmethod
     def from_options(cls, getoption: Callable[[str], Any], fingerprint: Fingerprint, *,
-                     baselines: Path | None = None, compared: ResultFile | None = None) -> PerfSession:
+                     baselines: Path | None = None, compared: ResultFile | None = None,
+                     pool_with: ResultFile | None = None) -> PerfSession:
         """The session for these pytest options (``getoption`` is ``config.getoption``).
 
         ``baselines``: the resolved ``--perfci-baselines`` directory; else ``compared``, the run
-        pytest-benchmark loaded for ``--benchmark-compare``, is the baseline.
+        pytest-benchmark loaded for ``--benchmark-compare``, is the baseline. ``pool_with``: the
+        loaded ``--perfci-pool-with`` file (perfci run's confirmation pass).
         """
-        pool_with = getoption("perfci_pool_with")
         session = cls(fingerprint=fingerprint, settings=PerfSettings.from_pytest_options(getoption),
                       provisional=bool(getoption("perfci_provisional")),
-                      require_baseline=bool(getoption("perfci_require_baseline")),
-                      pool_with=load_results(Path(pool_with), "first-pass result file") if pool_with else None)
+                      require_baseline=bool(getoption("perfci_require_baseline")), pool_with=pool_with)
         if baselines is not None:
             from perfci.baseline import load_or_empty
 

@@ -24,16 +24,14 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from perfci import stats
 from perfci.clockprobe import make_probe
 from perfci.errors import UsageError
+from perfci.jax_timer import JaxTimer
 from perfci.measurement import Measurement, SamplingPolicy
 from perfci.nvml import HARD_SLOWDOWNS, ClockSnapshot, Nvml
-
-if TYPE_CHECKING:
-    pass
 
 Clock = Callable[[], float]
 BatchRunner = Callable[[int], list[float]]
@@ -183,10 +181,6 @@ class _CudaTimerBase:
     @classmethod
     def create(cls, *, gpu_available: bool, nvtx_range: NvtxRange = nullcontext) -> _CudaTimerBase:
         return cls(nvtx_range=nvtx_range)
-
-    @property
-    def label(self) -> str:
-        return self.name
 
     def __init__(self, device_index: int | None = None, nvtx_range: NvtxRange = nullcontext) -> None:
         import torch
@@ -405,8 +399,7 @@ def _precision_noise(result: EngineResult, policy: SamplingPolicy) -> tuple[str,
     return tuple(reasons)
 
 
-TIMERS: dict[str, Any] = {"graph": GraphTimer, "event": EventTimer, "wall": WallTimer,
-                          "jax": __import__("perfci.jax_timer", fromlist=["JaxTimer"]).JaxTimer}
+TIMERS: dict[str, Any] = {"graph": GraphTimer, "event": EventTimer, "wall": WallTimer, "jax": JaxTimer}
 TIMER_NAMES = ("auto", *TIMERS)
 
 
@@ -423,8 +416,7 @@ def is_device_timer(name: str) -> bool:
 
 def timer_label(measurement: Measurement) -> str:
     """Short label for tables: the timer, whether it is device time, fallback and L2 state."""
-    timer = TIMERS.get(measurement.timer)
-    text = getattr(timer, "label", measurement.timer) if timer is WallTimer else measurement.timer
+    text = WallTimer.label if measurement.timer == WallTimer.name else measurement.timer
     if measurement.fallback_reason:
         text += " [fallback]"
     if measurement.l2_flush:
