@@ -28,13 +28,14 @@ import subprocess
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from perfci.compare import DEFAULT_THRESHOLD, CompareSettings, Comparison, Sample, compare_samples
 from perfci.errors import BadInputError, InfrastructureError
-from perfci.gate import RunVerdict
+from perfci.gate import RunVerdict, judge
 from perfci.record import BenchmarkRecord, ResultFile
+from perfci.rules import check_against_baseline
 from perfci.stats import t_quantile
 from perfci.verdicts import Verdict
 
@@ -244,11 +245,6 @@ def measure_trees(ref: Tree, current: Tree, pytest_args: Sequence[str], names: S
 def apply(first: RunVerdict, new: ResultFile, result: ABResult, stored: ResultFile | None) -> RunVerdict:
     """``first`` (the verdict against the stored baseline, or against nothing) with the A/B's timing
     verdicts for the benchmarks it measured, and REF's kernel profile as a second structural baseline."""
-    from dataclasses import replace
-
-    from perfci.gate import judge
-    from perfci.rules import check_against_baseline
-
     outcomes = []
     for outcome in first.outcomes:
         paired = result.verdicts.get(outcome.name)

@@ -110,7 +110,7 @@ def _run_on_gpus(args: argparse.Namespace, rest: list[str]) -> int:
     by_model: dict[str, list[ResultFile]] = {}
     for result in results:
         by_model.setdefault(result.gpu or "unknown", []).append(result)
-    exit_code, outcomes, missing = EXIT_OK, [], []
+    outcomes, missing = [], []
     for model, shards in by_model.items():
         merged = merge_results(shards, results_path(args.results_dir, f"merged-{model}"))
         write_results(merged)
@@ -119,12 +119,11 @@ def _run_on_gpus(args: argparse.Namespace, rest: list[str]) -> int:
         print(f"perfci: {model}: {len(shards)} worker(s), merged into {merged.path}")
         outcomes += verdict.outcomes
         missing += verdict.missing
-        exit_code = max(exit_code, verdict.exit_code)
     verdict = run_verdict(outcomes, missing)
     fp = Fingerprint.recorded(results[0].fingerprint) or detect()
     write_report(results, verdict, args.report_dir, f"perfci run --gpus {args.gpus}")
     _print_verdict(verdict, fp)
-    return exit_code
+    return verdict.exit_code  # judge_files records no problems: 1 when any model regressed
 
 
 def _print_verdict(verdict: RunVerdict, fp: Fingerprint) -> None:
