@@ -337,8 +337,7 @@ def render(verdict: RunVerdict | None, results: Sequence[ResultFile], *, baselin
     ids = {n: f"b-{i}" for i, n in enumerate(sorted(names))}
     timed = [o for o in verdict.outcomes if o.error is None]
     kinds = {o.device_time for o in timed}
-    label = "device time" if kinds == {True} else "host wall clock" if kinds == {False} else \
-        "device time / host wall clock"
+    label = timer_label(next(iter(kinds))) if len(kinds) == 1 else f"{timer_label(True)} / {timer_label(False)}"
     peak = PEAKS.get(fingerprint.slug) if fingerprint.gpu_available else None
     page = _Page()
     nav, sections = [], []

@@ -75,7 +75,7 @@ class JaxTimer(metaclass=_DeviceTimeByBackend):
     def measure(self, fn: Callable[[], Any], policy: SamplingPolicy) -> Measurement:
         import jax
 
-        from perfci.timing import _precision_noise, run_engine
+        from perfci.timing import precision_noise, run_engine
 
         clock, block, nvtx_range = self._clock, jax.block_until_ready, self._nvtx_range
         started = clock()
@@ -123,7 +123,7 @@ class JaxTimer(metaclass=_DeviceTimeByBackend):
             timer=self.name, device=f"jax {kind} ({devices[0].device_kind if devices else '?'})",
             samples_ms=result.samples_ms, calls_per_sample=calls, stop_reason=result.stop_reason,
             rel_ci=result.rel_ci, warmup_s=result.warmup_s, warmup_settled=result.warmup_settled,
-            noise_reasons=_precision_noise(result, policy), normalization="none",
+            noise_reasons=precision_noise(result, policy), normalization="none",
             normalization_reason="JAX backend: no SM clock read" if kind != "cpu" else "host wall clock (JAX CPU)",
             sampling_s=result.sampling_s,
             extra={"method": METHOD.format(calls=calls), "jax_backend": kind,

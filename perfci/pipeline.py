@@ -267,7 +267,7 @@ def _run_against(options: RunOptions, fp: Fingerprint, baseline: ResultFile | No
         elif names:
             log(f"perfci: A/B on this card against {ref.label}: {len(names)} benchmark(s)", flush=True)
             result = ab.measure_trees(ref, ab.Tree("working tree", Path.cwd()), args, names, options.results_dir,
-                                      thresholds={n: r.threshold or 0.0 for n, r in new.benchmarks.items()
+                                      thresholds={n: r.threshold for n, r in new.benchmarks.items()
                                                   if r.threshold}, max_pairs=options.max_pairs, log=log)
             verdict = ab.apply(first, new, result, stored)
     return _outcome(options, fp, baseline, new, verdict, pytest_exit, messages, github=True)

@@ -161,7 +161,7 @@ class WallTimer:
             sync()
         cost = max(clock() - t0, 1e-7)
         result = run_engine(run_batch, cost, policy, clock)
-        noise = _precision_noise(result, policy)
+        noise = precision_noise(result, policy)
         return Measurement(
             timer="wall", device=self._device, samples_ms=result.samples_ms, calls_per_sample=1,
             stop_reason=result.stop_reason, rel_ci=result.rel_ci, warmup_s=result.warmup_s,
@@ -267,7 +267,7 @@ class _CudaTimerBase:
                 clock_source: str, fallback: str | None = None, l2_flush: bool = False) -> Measurement:
         snaps = [s for s in [before, *mid, after] if s is not None]
         reasons_seen = tuple(sorted({r for s in snaps for r in s.throttle_reasons}))
-        noise = list(_precision_noise(result, policy))
+        noise = list(precision_noise(result, policy))
         hard = sorted(set(reasons_seen) & HARD_SLOWDOWNS)
         if hard:  # the softer sw_thermal_slowdown is judged on its effect, in choose_normalization
             noise.append(throttled(hard))
@@ -387,7 +387,7 @@ def _first_line(exc: BaseException) -> str:
     return text[0][:200] if text else ""
 
 
-def _precision_noise(result: EngineResult, policy: SamplingPolicy) -> tuple[str, ...]:
+def precision_noise(result: EngineResult, policy: SamplingPolicy) -> tuple[str, ...]:
     reasons = []
     if not result.warmup_settled:
         reasons.append(f"warm-up did not settle within {policy.warmup_max_s:g} s")
