@@ -101,9 +101,7 @@ class Perf:
         if self._benchmark.disabled:  # --benchmark-disable, xdist: run once, through pytest-benchmark (no warning)
             return self._once(call)
         session = self._session()
-        settings, skipped = self._settings.for_machine(session.fingerprint.gpu_available)
-        for what in skipped:
-            session.note(f"CPU mode: {what} skipped (needs a GPU)")
+        settings = self._machine_settings(session)
         with session.ranges.range(self._test), _oom_guard(self._test, args, kwargs):
             result = call()
             timer_name = choose_timer(settings.timer, call, result)  # a JAX callable gets the jax timer under auto
@@ -149,7 +147,7 @@ class Perf:
             # one pedantic call for all (pytest-benchmark's fixture runs once per test)
             return self._once(lambda: {name: fn() for name, fn in fns.items()})
         session = self._session()
-        settings, _ = self._settings.for_machine(session.fingerprint.gpu_available)
+        settings = self._machine_settings(session)
         gpu = session.fingerprint.gpu_available
         with session.ranges.range(self._test):
             timer = make_timer(settings.timer, gpu_available=gpu, l2_flush=settings.policy.l2_flush,
@@ -189,6 +187,13 @@ class Perf:
         outcome = session.judge(record, extra)
         if outcome.failed and not session.defers(outcome):
             raise RegressionError(outcome.evidence() + footer)
+
+    def _machine_settings(self, session: PerfSession) -> PerfSettings:
+        """This test's settings for this machine; options a CPU cannot honour are noted once per run."""
+        settings, skipped = self._settings.for_machine(session.fingerprint.gpu_available)
+        for what in skipped:
+            session.note(f"CPU mode: {what} skipped (needs a GPU)")
+        return settings
 
     def _once(self, fn: Callable[[], Any]) -> Any:
         """A disabled benchmark's one call; inside the benchmark's NVTX range in an Nsight pass (the

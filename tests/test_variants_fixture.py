@@ -72,3 +72,16 @@ def test_bad_variants_are_usage_errors_naming_the_test(pytester, bad):
     res = pytester.runpytest_subprocess("--perfci-max-time=0.05", "--perfci-min-time=0.01")
     res.assert_outcomes(failed=1)
     assert "test_b.py::test_bad" in res.stdout.str()
+
+
+def test_variants_note_the_options_a_cpu_skips_like_perf_does(pytester):
+    pytester.makepyfile(test_cpu="""
+        import pytest
+
+        @pytest.mark.perf(timer="event")
+        def test_v(perf):
+            perf.variants(a=lambda: 1 + 1, b=lambda: 2 + 2)
+    """)
+    res = pytester.runpytest_subprocess("--perfci-max-time=0.05", "--perfci-min-time=0.01", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1)
+    assert "perfci: CPU mode: timer='event' skipped (needs a GPU)" in res.stdout.str()
