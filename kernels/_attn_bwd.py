@@ -11,20 +11,22 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels._attn_tiles import keep_mask, kv_bounds, load_rows, row_desc, store_rows
+from kernels._attn_tiles import keep_mask, kv_bounds, load_rows, load_tile, row_desc, store_rows
 from kernels._checks import mma
 
 
 @triton.jit
 def _bwd_preprocess(Out, DO, DELTA, sob, soh, sol, sod, sdb, sdh, sdl, sdd, HQ, LQ,
                     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr):
-    m0 = tl.program_id(0) * BLOCK_M
-    offs_m = m0 + tl.arange(0, BLOCK_M)
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     bh = tl.program_id(1)
     b = (bh // HQ).to(tl.int64)
     h = (bh % HQ).to(tl.int64)
-    o = load_rows(Out + b * sob + h * soh, m0, LQ, sol, sod, BLOCK_M, HEAD_DIM, BLOCK_D, True, False)
-    do = load_rows(DO + b * sdb + h * sdh, m0, LQ, sdl, sdd, BLOCK_M, HEAD_DIM, BLOCK_D, True, False)
+    offs_d = tl.arange(0, BLOCK_D)
+    o = load_tile(Out + b * sob + h * soh + offs_m[:, None] * sol + offs_d[None, :] * sod, offs_m[:, None], LQ,
+                  offs_d[None, :], HEAD_DIM, BLOCK_D, True)
+    do = load_tile(DO + b * sdb + h * sdh + offs_m[:, None] * sdl + offs_d[None, :] * sdd, offs_m[:, None], LQ,
+                   offs_d[None, :], HEAD_DIM, BLOCK_D, True)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
     tl.store(DELTA + bh.to(tl.int64) * LQ + offs_m, delta, mask=offs_m < LQ)
 

@@ -18,7 +18,6 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._attn_tiles import load_rows, row_desc
 from kernels._checks import (
     LOG2E,
     arrival_counters,
@@ -65,19 +64,24 @@ def _decode_split(Q, K, V, PO, PL, sqb, sqh, sqd, skb, skh, skl, skd, svb, svh, 
     lo = split * CHUNK
     hi = tl.minimum(lo + CHUNK, LK)
     if USE_TMA:
-        k_src = row_desc(k_base, LK, skl, BLOCK_N, HEAD_DIM, BLOCK_D)
-        v_src = row_desc(v_base, LK, svl, BLOCK_N, HEAD_DIM, BLOCK_D)
-    else:
-        k_src = k_base
-        v_src = v_base
+        k_desc = tl.make_tensor_descriptor(k_base, [LK, HEAD_DIM], [skl, 1], [BLOCK_N, BLOCK_D])
+        v_desc = tl.make_tensor_descriptor(v_base, [LK, HEAD_DIM], [svl, 1], [BLOCK_N, BLOCK_D])
     m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_G], tl.float32)
     acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
     for start in range(lo, hi, BLOCK_N):
         offs_n = start + tl.arange(0, BLOCK_N)
         n_ok = offs_n < hi
-        k = load_rows(k_src, start, hi, skl, skd, BLOCK_N, HEAD_DIM, BLOCK_D, True, USE_TMA)
-        v = load_rows(v_src, start, hi, svl, svd, BLOCK_N, HEAD_DIM, BLOCK_D, True, USE_TMA)
+        if HEAD_DIM == BLOCK_D:  # noqa: SIM108 (constexpr branch: no column mask at power-of-two dims)
+            kv_ok = n_ok[:, None]
+        else:
+            kv_ok = n_ok[:, None] & d_ok[None, :]
+        if USE_TMA:
+            k = k_desc.load([start, 0])
+            v = v_desc.load([start, 0])
+        else:
+            k = tl.load(k_base + offs_n[:, None] * skl + offs_d[None, :] * skd, mask=kv_ok, other=0.0)
+            v = tl.load(v_base + offs_n[:, None] * svl + offs_d[None, :] * svd, mask=kv_ok, other=0.0)
         s = mma(q, tl.trans(k), None, DOT_F32)
         s = tl.where(n_ok[None, :], s * qk_scale, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
