@@ -19,6 +19,7 @@ import math
 import torch
 import triton
 
+from kernels import attention_ws
 from kernels._attn_bwd import _attn_bwd_dkdv, _attn_bwd_dq, _bwd_preprocess
 from kernels._attn_fwd import _attn_fwd
 from kernels._checks import (
@@ -126,22 +127,39 @@ def attention_forward(
     use_tma: bool | None = None,
     out: torch.Tensor | None = None,
     lse: torch.Tensor | None = None,
+    impl: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Forward pass without autograd; returns ``(out, lse)``, lse float32 of shape (B, Hq, Lq), natural log.
 
     ``out``/``lse`` may be given preallocated (any strides for ``out``; ``lse`` contiguous).
-    ``config`` = (BLOCK_M, BLOCK_N, num_warps, num_stages) bypasses the autotuner; ``use_tma``
-    forces the load path (with ``config``) or restricts the autotuner to pointer loads (False).
+    ``impl``: "auto" runs the warp-specialised Gluon kernel (``kernels/attention_ws.py``) where it can run
+    (Hopper, fp16/bf16, head dim <= 128, TMA-compatible strides) and measured faster, the Triton kernel elsewhere;
+    "triton" / "gluon" force one (ValueError when "gluon" cannot run these inputs).
+    ``config`` = (BLOCK_M, BLOCK_N, num_warps, num_stages) picks a Triton config and bypasses the autotuner
+    (implies "triton"); ``use_tma`` forces its load path (with ``config``) or restricts the autotuner to
+    pointer loads (False).
     """
     dims = check_attention(q, k, v, layout, HEAD_DIMS)
+    if impl not in ("auto", "triton", "gluon"):
+        raise ValueError(f"impl must be 'auto', 'triton' or 'gluon', got {impl!r}")
     scale = 1.0 / math.sqrt(dims.head_dim) if sm_scale is None else float(sm_scale)
     out, lse = _prepare_out(dims, q, q.dtype, out, lse)
+    gluon_ok = attention_ws.eligible(q, k, v, out, dims.head_dim)
+    if impl == "gluon" and not gluon_ok:
+        raise ValueError(f"the Gluon forward cannot run these inputs ({attention_ws.status()}; it needs an sm_90 "
+                         f"GPU, fp16/bf16, head dim <= {attention_ws.MAX_HEAD_DIM} and 16-byte aligned strides)")
     if out.numel() == 0:
         return out, lse
     if dims.len_k == 0:  # nothing to attend to: zero output, lse = +inf; no launch
         out.zero_()
         lse.fill_(float("inf"))
         return out, lse
+    use_gluon = impl == "gluon" or (impl == "auto" and attention_ws.preferred(dims))
+    if gluon_ok and use_gluon and config is None and use_tma is None:
+        if attention_ws.forward(q, k, v, out, lse, dims, layout, causal, scale * LOG2E):
+            return out, lse
+        if impl == "gluon":
+            raise RuntimeError(f"the Gluon forward did not build: {attention_ws.status()}")
     _launch_fwd(_attn_fwd_tuned, q, k, v, out, lse, dims, layout, causal, scale * LOG2E, 1.0,
                 attention_path(q, k, v, out) == "hopper", use_tma, config)
     return out, lse
