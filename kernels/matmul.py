@@ -13,8 +13,9 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels import matmul_splitk as _sk
 from kernels._checks import check_device, check_dtype, interpreting, mma, set_triton_allocator, sm_count, tma_ok
-from kernels.matmul_splitk import matmul_splitk
+from kernels.matmul_splitk import matmul_splitk, matmul_splitk_tma, tma_splitk_ok
 
 
 @triton.jit
@@ -166,8 +167,10 @@ def _tma_ok(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
 SPLITK_MAX_M = 16
 # Row-major B whose row pitch is not a multiple of 128 bytes (H100, 4000x5000x3000: the same GEMM on a
 # 5120-column pitch ran 642-655 vs 469 TFLOPS; padding C's pitch changed nothing): "tma" (descriptor anyway),
-# "ptr" (cp.async pointer loads for B, B_PTR: slower, 407-431) or "repack" (copy B to a 128-byte pitch
-# first: 538 with torch's strided copy; kernels/NOTES.md 2026-11-24 session 5).
+# "ptr" (cp.async pointer loads for B, B_PTR: slower, 407-431), "repack" (copy B to a 128-byte pitch first:
+# 538 with torch's strided copy; kernels/NOTES.md 2026-11-24 session 5) or "overlap" (repack in two column
+# parts, the second part's copy on a side stream beside the first part's GEMM; session 6: slower, 219.1 vs
+# 213.2 us at 4000x5000x3000, so opt-in only).
 MISALIGNED_B = "repack"
 
 
@@ -176,27 +179,44 @@ def _b_pitch_misaligned(b: torch.Tensor) -> bool:
 
 
 @triton.jit
-def _repack_kernel(S, D, R, C8, SS8, SD8, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+def _repack_kernel(S, D, R, C8, SS8, SD8, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, EVICT: tl.constexpr = 0):
     # rows of S (stride SS8 * 8) into D (stride SD8 * 8); C8 * 8 columns; the factors of 8 let the compiler
-    # use 16-byte accesses
+    # use 16-byte accesses.  EVICT 1: source loads evict-first and destination stores evict-last (keep the
+    # copy, which the GEMM reads next, in L2 rather than the source)
     offs_r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     mask = (offs_r[:, None] < R) & (offs_c[None, :] < C8 * 8)
     rows = offs_r[:, None].to(tl.int64)
-    tile = tl.load(S + rows * (SS8 * 8) + offs_c[None, :], mask=mask)
-    tl.store(D + rows * (SD8 * 8) + offs_c[None, :], tile, mask=mask)
+    if EVICT == 1:
+        tile = tl.load(S + rows * (SS8 * 8) + offs_c[None, :], mask=mask, eviction_policy="evict_first")
+        tl.store(D + rows * (SD8 * 8) + offs_c[None, :], tile, mask=mask, eviction_policy="evict_last")
+    else:
+        tile = tl.load(S + rows * (SS8 * 8) + offs_c[None, :], mask=mask)
+        tl.store(D + rows * (SD8 * 8) + offs_c[None, :], tile, mask=mask)
 
 
-def repack_rows(b: torch.Tensor) -> torch.Tensor:
+# (BLOCK_R, BLOCK_C, num_warps, EVICT) of the repack copy.  H100, 4000x5000x3000 (NOTES.md session 6): 22.3 us
+# alone (2690 GB/s); EVICT 1 copies in 19.4 us but the GEMM after it is no faster (finals 215.8 vs 215.3 us)
+REPACK_CONFIG: tuple = (32, 256, 4, 0)
+
+
+def _repack_into(b: torch.Tensor, view: torch.Tensor, config: tuple | None) -> None:
+    rows, cols = b.shape
+    br, bc, warps, evict = config or REPACK_CONFIG
+    _repack_kernel[(triton.cdiv(rows, br), triton.cdiv(cols, bc))](b, view, rows, cols // 8, b.stride(0) // 8,
+                                                                  view.stride(0) // 8, BLOCK_R=br, BLOCK_C=bc,
+                                                                  EVICT=evict, num_warps=warps)
+
+
+def repack_rows(b: torch.Tensor, config: tuple | None = None) -> torch.Tensor:
     """``b`` copied into a buffer whose row pitch is a multiple of 128 bytes (a view of its first columns);
-    ``b`` row-major with 8-element aligned rows and a multiple of 8 columns (``_b_pitch_misaligned``)."""
+    ``b`` row-major with 8-element aligned rows and a multiple of 8 columns (``_b_pitch_misaligned``).
+    ``config`` overrides REPACK_CONFIG."""
     per = 128 // b.element_size()
     rows, cols = b.shape
     wide = triton.cdiv(cols, per) * per
     view = torch.empty((rows, wide), dtype=b.dtype, device=b.device)[:, :cols]
-    br, bc = 32, 256
-    _repack_kernel[(triton.cdiv(rows, br), triton.cdiv(cols, bc))](b, view, rows, cols // 8, b.stride(0) // 8,
-                                                                  wide // 8, BLOCK_R=br, BLOCK_C=bc, num_warps=4)
+    _repack_into(b, view, config)
     return view
 
 
@@ -220,6 +240,8 @@ def matmul(
     split_k: int | None = None,
     splitk_fused: bool | None = None,
     misaligned_b: str | None = None,
+    repack: tuple | None = None,
+    splitk_tma: tuple | None = None,
     out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``a @ b`` for 2-D fp16/bf16 tensors (M, K) x (K, N) -> (M, N), fp32 accumulation.
@@ -229,7 +251,9 @@ def matmul(
     (``use_splitk``: M <= SPLITK_MAX_M with too few output tiles to fill the GPU) go through the split-K
     kernels (``kernels/matmul_splitk.py``); ``split_k`` forces a split count there (0: never split);
     ``splitk_fused`` forces the reduction into the last-arriving program (True) or a second kernel (False);
-    ``misaligned_b`` overrides MISALIGNED_B.
+    ``misaligned_b`` overrides MISALIGNED_B, ``repack`` REPACK_CONFIG.  ``splitk_tma`` (a
+    ``matmul_splitk.SPLITK_TMA_CONFIG`` tuple) runs the tensor-descriptor split-K kernel; by default it is used
+    for SPLITK_MAX_M < M <= SMALL_M when SPLITK_TMA_CONFIG is set and ``default_tma_split`` allows it.
     """
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, torch.Tensor) or t.dim() != 2:
@@ -250,15 +274,38 @@ def matmul(
     sms = num_sms(a.device)
     if split_k or (split_k is None and config is None and use_splitk(m, n, k, sms)):
         return matmul_splitk(a, b, c, sms, split=split_k, fused=splitk_fused)
+    if splitk_tma is None and split_k is None and config is None and SPLITK_MAX_M < m <= SMALL_M \
+            and _tma_ok(a, b, c) and tma_splitk_ok(a, b, c):
+        split = _sk.default_tma_split(m, n, k, sms)
+        if split:
+            splitk_tma = (split, *_sk.SPLITK_TMA_CONFIG[1:])
+    if splitk_tma is not None:
+        if not tma_splitk_ok(a, b, c):
+            raise ValueError("splitk_tma needs row-major a, b, out with 16-byte aligned pitches")
+        return matmul_splitk_tma(a, b, c, splitk_tma)
     tma = _tma_ok(a, b, c) if use_tma is None else use_tma
     colmajor = bool(b.stride(0) == 1 and b.stride(1) != 1) if tma else False
     b_ptr = False
     if tma and not colmajor and _b_pitch_misaligned(b):
         # decode-sized M reads B once (memory-bound): a repack would double its traffic
         how = misaligned_b or (MISALIGNED_B if m > SMALL_M else "tma")
+        if how == "overlap":
+            n1 = _overlap_split(m, n, sms, config)
+            if n1:
+                return _matmul_overlap(a, b, c, n1, repack, config, persistent, sms)
+            how = "repack"
         if how == "repack":
-            b = repack_rows(b)
+            b = repack_rows(b, repack)
         b_ptr = how == "ptr"
+    _launch(a, b, c, tma, colmajor, b_ptr, config, persistent, sms)
+    return c
+
+
+def _launch(a, b, c, tma: bool, colmajor: bool, b_ptr: bool, config: tuple | None, persistent: bool,
+            sms: int) -> None:
+    """One launch of the persistent kernel (autotuned unless ``config``)."""
+    m, k = a.shape
+    n = b.shape[1]
     if tma:
         set_triton_allocator()
     args = (a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
@@ -281,6 +328,48 @@ def matmul(
         cfg = _to_config(config)
         progs = grid_for(config[0], config[1])
         _matmul_kernel[(progs,)](*args, **cfg.kwargs, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **consts)
+
+
+def _overlap_split(m: int, n: int, sms: int, config: tuple | None) -> int:
+    """Columns of the first part of an overlapped repack GEMM (``_matmul_overlap``): the fewest whole BLOCK_N
+    tiles, at least half, for which the two parts together take no more rounds of tiles over the SMs than the
+    whole GEMM; 0 when no split keeps that."""
+    bm, bn = (config or (INTERPRET_CONFIG if interpreting() else CONFIGS[0]))[:2]
+    mt, nt = triton.cdiv(m, bm), triton.cdiv(n, bn)
+    whole = triton.cdiv(mt * nt, sms)
+    for j in range((nt + 1) // 2, nt):
+        if triton.cdiv(mt * j, sms) + triton.cdiv(mt * (nt - j), sms) <= whole:
+            return j * bn
+    return 0
+
+
+_SIDE: dict[torch.device, torch.cuda.Stream] = {}
+
+
+def _matmul_overlap(a, b, c, n1: int, repack: tuple | None, config: tuple | None, persistent: bool, sms: int):
+    """Misaligned B, repacked in two column parts: the copy of the second part runs on a side stream while the
+    GEMM of the first part runs (compute-bound; the copy is memory-bound), then the second part's GEMM."""
+    k, n = b.shape
+    per = 128 // b.element_size()
+    wide = triton.cdiv(n, per) * per
+    bw = torch.empty((k, wide), dtype=b.dtype, device=b.device)[:, :n]
+    tma = not interpreting()
+    _repack_into(b[:, :n1], bw[:, :n1], repack)
+    if b.device.type != "cuda":  # interpreter: the same kernels in order
+        _launch(a, bw[:, :n1], c[:, :n1], True, False, False, config, persistent, sms)
+        _repack_into(b[:, n1:], bw[:, n1:], repack)
+        _launch(a, bw[:, n1:], c[:, n1:], True, False, False, config, persistent, sms)
+        return c
+    cur = torch.cuda.current_stream(b.device)
+    side = _SIDE.get(b.device)
+    if side is None:
+        side = _SIDE[b.device] = torch.cuda.Stream(b.device)
+    side.wait_stream(cur)  # first part copied (and the inputs ready)
+    _launch(a, bw[:, :n1], c[:, :n1], tma, False, False, config, persistent, sms)
+    with torch.cuda.stream(side):
+        _repack_into(b[:, n1:], bw[:, n1:], repack)
+    cur.wait_stream(side)
+    _launch(a, bw[:, n1:], c[:, n1:], tma, False, False, config, persistent, sms)
     return c
 
 

@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import arrival_counters, interpreting, mma, next_pow2
+from kernels._checks import arrival_counters, interpreting, mma, next_pow2, set_triton_allocator
 
 
 @triton.jit
@@ -69,6 +69,54 @@ def _splitk_reduce(W, C, M, N, SPLIT, scm, scn, BLOCK: tl.constexpr):
     tl.store(C + m.to(tl.int64) * scm + n * scn, acc.to(C.dtype.element_ty), mask=ok)
 
 
+@triton.jit
+def _splitk_tma(A, B, W, C, LOCKS, M, N, K, KT_PER, sam, sbk, scm,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
+                HOST_DESC: tl.constexpr, DOT_F32: tl.constexpr):
+    # Tensor-descriptor (TMA) version of _splitk_partial with the fused reduction: program (pid_n, pid_m, s)
+    # reduces K tiles [s * KT_PER, (s + 1) * KT_PER) of one (BLOCK_M, BLOCK_N) tile.  SPLIT == 1: the tile is
+    # written to C directly (an unsplit, non-persistent GEMM).  Otherwise the fp32 partial goes to W (SPLIT, M, N)
+    # and the last program of the tile to arrive adds the other SPLIT - 1 partials to its own (all loads in
+    # flight at once: SPLIT is a constexpr) and writes C.  HOST_DESC: A and B are host-built TensorDescriptors
+    # (no descriptor written by every program at its start).
+    pid_n = tl.program_id(0)
+    pid_m = tl.program_id(1)
+    s = tl.program_id(2)
+    if HOST_DESC:
+        a_desc = A
+        b_desc = B
+    else:
+        a_desc = tl.make_tensor_descriptor(A, [M, K], [sam, 1], [BLOCK_M, BLOCK_K])
+        b_desc = tl.make_tensor_descriptor(B, [K, N], [sbk, 1], [BLOCK_K, BLOCK_N])
+    off_m = pid_m * BLOCK_M
+    off_n = pid_n * BLOCK_N
+    kt_lo = s * KT_PER
+    kt_hi = tl.minimum(kt_lo + KT_PER, tl.cdiv(K, BLOCK_K))
+    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    for kt in range(kt_lo, kt_hi):
+        a = a_desc.load([off_m, kt * BLOCK_K])
+        b = b_desc.load([kt * BLOCK_K, off_n])
+        acc = mma(a, b, acc, DOT_F32)
+    offs_m = off_m + tl.arange(0, BLOCK_M)
+    offs_n = off_n + tl.arange(0, BLOCK_N)
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    c_ptrs = C + offs_m[:, None].to(tl.int64) * scm + offs_n[None, :]
+    if SPLIT == 1:
+        tl.store(c_ptrs, acc.to(C.dtype.element_ty), mask=mask)
+    else:
+        w_off = offs_m[:, None].to(tl.int64) * N + offs_n[None, :]
+        tl.store(W + s.to(tl.int64) * M * N + w_off, acc, mask=mask)
+        tile = pid_m * tl.num_programs(0) + pid_n
+        tl.debug_barrier()  # every thread's partial stored before the release below
+        arrived = tl.atomic_add(LOCKS + tile, 1, sem="acq_rel", scope="gpu")
+        if arrived == SPLIT - 1:
+            for t in tl.static_range(SPLIT):
+                others = mask & (tl.full([1, BLOCK_N], t, tl.int32) != s)  # its own partial is in acc
+                acc += tl.load(W + t * M * N + w_off, mask=others, other=0.0, cache_modifier=".cg")
+            tl.store(c_ptrs, acc.to(C.dtype.element_ty), mask=mask)
+            tl.atomic_xchg(LOCKS + tile, 0, sem="relaxed", scope="gpu")
+
+
 # (BLOCK_N, BLOCK_K, num_warps, num_stages); BLOCK_M = next power of two >= M (>= 16)
 SPLITK_CONFIG: tuple[int, int, int, int] = (64, 128, 4, 4)
 # reduce in the last-arriving program instead of a second kernel (H100: 1x4096x4096 8.62 vs 8.96 us with the
@@ -114,4 +162,63 @@ def matmul_splitk(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, num_sms: in
     return c
 
 
-__all__ = ["SPLITK_CONFIG", "choose_split", "matmul_splitk"]
+# TMA split-K for 16 < M <= 64 (matmul_splitk_tma): (split, BLOCK_N, BLOCK_K, num_warps, num_stages, host
+# descriptors); BLOCK_M = 64.  None: such M go through the persistent kernel (kernels/matmul.py) as before.
+# H100, 64x4096x4096 (kernels/NOTES.md session 6, call 1): unsplit 64x32 tiles with host-built descriptors
+# 8.8 us vs 12.4 (persistent kernel) and cuBLAS 8.4; the same tiles with in-kernel descriptors 11.5; every
+# split (2-8, 64-256 columns) slower (10.7-36.7).
+SPLITK_TMA_CONFIG: tuple | None = (1, 32, 128, 4, 6, True)
+
+
+def tma_splitk_ok(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
+    """Row-major A, B, C with 16-byte aligned pitches (B's descriptor is [K, N])."""
+    return all(t.stride(1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
+               for t in (a, b, c))
+
+
+def default_tma_split(m: int, n: int, k: int, num_sms: int) -> int:
+    """Split count of the default TMA split-K path (SPLITK_TMA_CONFIG's split, cut so the programs stay one wave
+    and every chunk has >= 4 K tiles), or 0 when that leaves fewer than 2 chunks (persistent kernel instead;
+    a split-1 config: 1 when its tiles fit in one wave)."""
+    if SPLITK_TMA_CONFIG is None:
+        return 0
+    want, bn, bk = SPLITK_TMA_CONFIG[:3]
+    tiles = triton.cdiv(m, 64) * triton.cdiv(n, bn)
+    if want == 1:  # unsplit: one tile per program, one wave
+        return 1 if tiles <= num_sms else 0
+    split = min(want, num_sms // tiles, triton.cdiv(k, bk) // 4)
+    return split if split >= 2 else 0
+
+
+def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple) -> torch.Tensor:
+    """``c = a @ b`` through ``_splitk_tma`` (inputs validated by ``kernels.matmul.matmul``; ``tma_splitk_ok``).
+    ``config`` = (split, BLOCK_N, BLOCK_K, num_warps, num_stages, host descriptors) as SPLITK_TMA_CONFIG."""
+    m, k = a.shape
+    n = b.shape[1]
+    split, bn, bk, warps, stages, host = config
+    bm = max(16, min(64, next_pow2(m))) if interpreting() else 64
+    if interpreting():
+        bn, bk = min(bn, 32), min(bk, 16)
+    k_tiles = triton.cdiv(k, bk)
+    kt_per = triton.cdiv(k_tiles, max(1, split))
+    split = triton.cdiv(k_tiles, kt_per)  # every chunk non-empty
+    grid = (triton.cdiv(n, bn), triton.cdiv(m, bm), split)
+    work = torch.empty((split, m, n), dtype=torch.float32, device=a.device) if split > 1 else c
+    locks = arrival_counters(_LOCKS, a.device, grid[0] * grid[1]) if split > 1 else c
+    if host:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        da = TensorDescriptor(a, [m, k], [a.stride(0), 1], [bm, bk])
+        db = TensorDescriptor(b, [k, n], [b.stride(0), 1], [bk, bn])
+    else:
+        set_triton_allocator()
+        da, db = a, b
+    extra = {} if interpreting() else {"num_warps": warps, "num_stages": stages}
+    _splitk_tma[grid](da, db, work, c, locks, m, n, k, kt_per, a.stride(0), b.stride(0), c.stride(0),
+                      BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT=split, HOST_DESC=bool(host),
+                      DOT_F32=interpreting(), **extra)
+    return c
+
+
+__all__ = ["SPLITK_CONFIG", "SPLITK_TMA_CONFIG", "choose_split", "default_tma_split", "matmul_splitk",
+           "matmul_splitk_tma"]

@@ -66,6 +66,21 @@ MM_MISALIGNED = {"ptr": [(128, 256, 64, 8, 8, 3, 0, False), (128, 256, 64, 4, 8,
                          (256, 128, 64, 8, 8, 3, 0, False), (128, 256, 64, 8, 8, 3, 2, False),
                          (128, 256, 64, 8, 8, 4, 1, False), (128, 128, 64, 8, 8, 4, 0, False)],
                  "repack": [(128, 256, 64, 8, 8, 3, 0, True), (128, 256, 64, 8, 8, 4, 1, True)]}
+# session 6 (issue 16): "s6" sweeps only the two shapes still below 0.95x cuBLAS; "s5" the lists above.
+MM_SWEEP = os.environ.get("PERFCI_MM_SWEEP", "s6")
+# 16 < M <= 64 through the tensor-descriptor split-K kernel (matmul_splitk_tma), graph-timed as "mmk" rows:
+# (split, BLOCK_N, BLOCK_K, warps, stages, host descriptors); BLOCK_M = 64.  Split 1 = unsplit, one tile per program.
+MM_SKTMA = [(1, 32, 128, 4, 6, True), (1, 32, 128, 4, 6, False), (1, 64, 128, 4, 6, True),
+            (2, 64, 128, 4, 6, True), (2, 64, 128, 4, 6, False), (2, 32, 128, 4, 3, True),
+            (4, 128, 128, 4, 4, True), (4, 128, 128, 4, 4, False), (4, 128, 64, 4, 8, True),
+            (4, 128, 128, 8, 4, True), (4, 64, 128, 4, 3, True), (3, 128, 128, 4, 4, True),
+            (2, 128, 128, 4, 4, True), (4, 256, 64, 8, 4, True), (8, 256, 64, 8, 4, True)]
+MM_SKTMA_SHAPES = [(64, 4096, 4096)]
+MM_SKTMA_BASE = [(64, 32, 128, 1, 4, 6, 2, False), (64, 64, 128, 1, 4, 6, 2, False)]  # the unsplit kernel
+# the repack copy alone (graph-timed "mmk" rows) at the ragged shape: (BLOCK_R, BLOCK_C, warps, EVICT)
+MM_REPACK = [(32, 256, 4, 0), (32, 256, 4, 1), (16, 512, 4, 0), (64, 256, 8, 0), (8, 1024, 4, 0),
+             (32, 512, 8, 0), (64, 512, 8, 1), (128, 256, 8, 0)]
+MM_REPACK_GEMM = [(32, 256, 4, 0), (32, 256, 4, 1), (64, 256, 8, 0)]  # whole GEMM with these repacks
 FWD_SHAPE = (2, 16, 8192)  # B, H, L for the forward/backward sweeps
 DEC_SHAPES = [(8, 16, 16, 2048, 64, torch.float16), (8, 16, 16, 8192, 128, torch.float16),
               (2, 32, 8, 32768, 128, torch.bfloat16), (1, 8, 8, 131072, 128, torch.float16)]
@@ -75,8 +90,15 @@ FINAL_FWD = [(128, 4096, 4), (128, 16384, 1), (64, 4096, 4), (96, 4096, 4), (80,
 FINAL_FP8 = [(128, 4096, 4), (128, 16384, 1)]  # d, L, B (H=16)
 FINAL_BWD = [(128, 4096, 4), (96, 4096, 4), (80, 4096, 4), (64, 4096, 4)]
 FINAL_DEC = list(DEC_SHAPES)
-FINAL_MM = [(4096, 4096, 4096), (8192, 8192, 8192), (4000, 5000, 3000), (4096, 14336, 4096),
-            (1, 4096, 4096), (16, 14336, 4096), (64, 4096, 4096), (4096, 5120, 3072), (4000, 5000, 3072)]
+def _env_shapes(name: str) -> list[tuple] | None:
+    """``MxNxK,MxNxK`` from the environment (a shorter finals list for one device call), else None."""
+    val = os.environ.get(name, "")
+    return [tuple(int(x) for x in t.split("x")) for t in val.split(",")] if val else None
+
+
+FINAL_MM = _env_shapes("PERFCI_MM_FINAL") or [
+    (4096, 4096, 4096), (8192, 8192, 8192), (4000, 5000, 3000), (4096, 14336, 4096), (1, 4096, 4096),
+    (16, 14336, 4096), (64, 4096, 4096), (4096, 5120, 3072), (4000, 5000, 3072)]
 
 
 def sweep_variants() -> list[Variant]:
@@ -106,6 +128,18 @@ def sweep_variants() -> list[Variant]:
             if waves == 0 and shp[0] * shp[2] < 0.9 * 132:
                 continue  # one chunk per head only runs when the (batch, kv head) pairs fill the GPU
             out.append(Variant("dec", shp, {"bn": bn, "w": w, "s": s, "waves": waves, "tma": tma, "fused": fused}))
+    if MM_SWEEP == "s6":
+        for shp in MM_SKTMA_SHAPES:
+            for cfg in MM_SKTMA_BASE:
+                out.append(Variant("mm", shp, {"cfg": cfg}))
+            for cfg in MM_SKTMA:
+                out.append(Variant("mmk", shp, {"sktma": cfg}))
+        for cfg in MM_REPACK:
+            out.append(Variant("mmk", MM_SHAPES[0], {"rp": cfg}))
+        for rp in MM_REPACK_GEMM:
+            out.append(Variant("mm", MM_SHAPES[0], {"cfg": MM_PAD_CFGS[0], "mb": "repack", "rp": rp}))
+        out.append(Variant("mm", MM_SHAPES[0], {"cfg": MM_PAD_CFGS[0], "pad": "b"}))
+        return out
     for shp in MM_SHAPES:
         for cfg in MM if shp == MM_SHAPES[0] else MM[:4]:
             out.append(Variant("mm", shp, {"cfg": cfg}))
@@ -208,10 +242,14 @@ def make_fn(v: Variant):
         return partial(decode.decode_attention, q, k, vv, num_splits=ns, block_n=p["bn"], num_warps=p["w"],
                        num_stages=p["s"], use_tma=p.get("tma", False), fused_combine=p.get("fused", False))
     a, bm = inputs("mm", v.case)
+    if v.section == "mmk" and "rp" in p:  # the repack copy alone
+        return partial(matmul.repack_rows, bm, p["rp"])
     if v.section == "mmk":
-        from kernels.matmul_splitk import matmul_splitk
+        from kernels.matmul_splitk import matmul_splitk, matmul_splitk_tma
 
         c = torch.empty((a.shape[0], bm.shape[1]), dtype=a.dtype, device=a.device)
+        if "sktma" in p:
+            return partial(matmul_splitk_tma, a, bm, c, p["sktma"])
         return partial(matmul_splitk, a, bm, c, sm_count(a.device, cpu_default=4), split=p["split"] or None,
                        config=p["cfg"], fused=p.get("fused"))
     pad = p.get("pad", "")
@@ -221,7 +259,7 @@ def make_fn(v: Variant):
         bm = padded(bm, wide)
     out = padded(torch.empty((a.shape[0], n), dtype=a.dtype, device=a.device), wide) if "c" in pad else None
     return partial(matmul.matmul, a, bm, config=p["cfg"], use_tma=p.get("tma"), persistent=p.get("persistent", True),
-                   out=out, misaligned_b=p.get("mb"))
+                   out=out, misaligned_b=p.get("mb"), repack=p.get("rp"))
 
 
 def flops_bytes(v: Variant) -> tuple[float, float]:
@@ -233,6 +271,8 @@ def flops_bytes(v: Variant) -> tuple[float, float]:
         b, hq, hk, seq, d, _ = v.case
         return 4.0 * b * hq * seq * d, 2.0 * (2 * b * hk * seq * d + 2 * b * hq * d)
     m, n, k = v.case  # mm, mmk
+    if "rp" in v.params and v.section == "mmk":  # repack alone: B read and written
+        return 0.0, 4.0 * k * n
     return 2.0 * m * n * k, 2.0 * (m * k + k * n + m * n)
 
 
@@ -268,6 +308,8 @@ def reference(v: Variant):
 def check(v: Variant, result) -> float:
     from kernels.reference import rel_err
 
+    if v.section == "mmk" and "rp" in v.params:
+        return rel_err(result, inputs("mm", v.case)[1])
     r = reference(v)
     if v.section in ("fwd", "fp8"):
         result = result[0]
@@ -306,4 +348,8 @@ def dry_setup() -> None:
     MM_SMALL[:] = [(16, 32, 16, 1, 4, 1, 2, False)]
     MM_PAD_CFGS[:] = MM[:1]
     MM_MISALIGNED.update(ptr=[(32, 32, 16, 2, 4, 1, 0, False)], repack=[(32, 32, 16, 2, 4, 1, 0, True)])
+    MM_SKTMA_SHAPES[:] = [(40, 48, 56)]
+    MM_SKTMA[:] = [(1, 32, 16, 4, 1, True), (2, 32, 16, 4, 1, False)]
+    MM_SKTMA_BASE[:] = MM_SMALL[:1]
+    del MM_REPACK[2:], MM_REPACK_GEMM[1:]
     del DEC[2:], DKDV[1:], DQ[2:], FP8[1:], MMK[2:], MM_PAD[1:]

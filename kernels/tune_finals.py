@@ -30,7 +30,8 @@ def best_rows(rows: list[dict]) -> list[str]:
     out = []
     for (sec, case, _tag), r in best.items():
         # decode is memory-bound (GB/s); attention and matmul are judged by TFLOPS
-        rate = f"{r['gbps']:.0f} GB/s" if sec == "dec" and "gbps" in r else f"{r['tflops']:.0f} TFLOPS"
+        rate = f"{r['gbps']:.0f} GB/s" if (sec == "dec" or (sec == "mmk" and "rp" in r["params"])) and "gbps" in r \
+            else f"{r['tflops']:.0f} TFLOPS"
         out.append(f"BEST {sec} {','.join(case)} {r['ms']:.4f} ms {rate} err={r['rel_err']:.1e} {r['params']}")
     return out
 
@@ -45,6 +46,10 @@ def _layout_tag(params: dict) -> str:
         tag += " non-persistent"
     if params.get("mb"):
         tag += f" misaligned-B={params['mb']}"
+    if params.get("sktma"):
+        tag += " split-K TMA"
+    if params.get("rp"):
+        tag += " repack" + ("" if params.get("mb") else " only")
     return tag
 
 
@@ -95,13 +100,26 @@ def apply_best(rows: list[dict], log) -> None:
         matmul.set_configs(list(dict.fromkeys([*big, *matmul.CONFIGS])),
                            list(dict.fromkeys([*small, *matmul.SMALL_M_CONFIGS])))
         log(f"mm autotune candidates: {big} small-M: {small}")
+    sk = top("mmk", lambda v: "sktma" in v.params, lambda v: v.params["sktma"], 3)
+    if sk:
+        FINAL_SKTMA[:] = sk
+        log(f"mm split-K TMA candidates for the finals: {sk}")
+    rp = top("mmk", lambda v: "rp" in v.params, lambda v: v.params["rp"], 2)
+    if rp:
+        FINAL_REPACK[:] = rp
+        log(f"mm repack candidates for the finals: {rp}")
 
 
 # fused split-K candidates for 16 < M <= 64 in the finals: (split, (BLOCK_N, BLOCK_K, warps, stages))
 # (session 5, call 2: all slower than the unsplit kernel at 64x4096x4096; none in the last call)
 FINAL_SPLITK: list[tuple] = []
 # misaligned-B paths shown beside the default ("ours") in the finals
-FINAL_MISALIGNED = ("tma",)
+FINAL_MISALIGNED = ("tma", "overlap")
+# session 6: TMA split-K configs (16 < M <= 64) and repack configs (misaligned B) shown beside the default; filled
+# from the sweep's best rows by apply_best
+FINAL_SKTMA: list[tuple] = [(1, 32, 128, 4, 8, True), (1, 32, 256, 4, 4, True), (1, 32, 128, 4, 6, False)]
+FINAL_REPACK: list[tuple] = []
+OLD_REPACK = (32, 256, 4, 0)  # session 5's repack copy
 
 
 def _work(section: str, case: tuple) -> tuple[float, float]:
@@ -179,12 +197,26 @@ def finals(args, log, copy_tbps: float = 0.0) -> list[str]:
         compare(f"dec b{b} hq{hq} hkv{hk} kv{seq} d{d} {str(dt)[6:]}", impls,
                 nbytes=_work("dec", (b, hq, hk, seq, d, dt))[1], graph=True)
     for m, n, k in cases.FINAL_MM if "mm" in args.final else []:
+        from kernels import matmul_splitk
+
         a, bb = _randn((m, k), torch.bfloat16, 1), _randn((k, n), torch.bfloat16, 2)
         split = matmul.use_splitk(m, n, k, matmul.num_sms(a.device))  # split-K bypasses the autotuner
+        sktma = (not split and matmul.SPLITK_MAX_M < m <= matmul.SMALL_M
+                 and matmul_splitk.default_tma_split(m, n, k, matmul.num_sms(a.device)) > 0)
         impls = {"ours": partial(matmul.matmul, a, bb), "cublas": partial(torch.matmul, a, bb)}
         if matmul._b_pitch_misaligned(bb) and m > matmul.SMALL_M:
             for how in FINAL_MISALIGNED:
                 impls[f"ours-b{how}"] = partial(matmul.matmul, a, bb, misaligned_b=how)
+            for rp in dict.fromkeys([*FINAL_REPACK, OLD_REPACK]):
+                if rp != matmul.REPACK_CONFIG:
+                    impls[f"ours-rp{','.join(map(str, rp))}"] = partial(matmul.matmul, a, bb, repack=rp)
+        if sktma:
+            impls["ours-unsplit"] = partial(matmul.matmul, a, bb, split_k=0)  # the session-5 default
+        if not split and matmul.SPLITK_MAX_M < m <= matmul.SMALL_M:
+            for cfg in FINAL_SKTMA:
+                if cfg != matmul_splitk.SPLITK_TMA_CONFIG:
+                    impls[f"ours-sktma{','.join(str(int(x)) for x in cfg)}"] = partial(matmul.matmul, a, bb,
+                                                                                       splitk_tma=cfg)
         if 16 < m <= matmul.SMALL_M and FINAL_SPLITK:
             from kernels.matmul_splitk import matmul_splitk
 
@@ -192,8 +224,8 @@ def finals(args, log, copy_tbps: float = 0.0) -> list[str]:
             for sp, cfg in FINAL_SPLITK:
                 impls[f"ours-splitk{sp}-{cfg[0]}"] = partial(matmul_splitk, a, bb, cc, matmul.num_sms(a.device),
                                                             split=sp, config=cfg, fused=True)
-        compare(f"mm {m}x{n}x{k}{' split-K' if split else ''}", impls,
-                _work("mm", (m, n, k))[0], graph=True, tuner=None if split else matmul._matmul_tuned)
+        compare(f"mm {m}x{n}x{k}{' split-K' if split else ' split-K TMA' if sktma else ''}", impls,
+                _work("mm", (m, n, k))[0], graph=True, tuner=None if split or sktma else matmul._matmul_tuned)
     for d, seq, b in cases.FINAL_BWD if "bwd" in args.final else []:
         for causal in (False, True):
             q, k, v, do = (_randn((b, 16, seq, d), torch.bfloat16, i) for i in range(4))

@@ -130,3 +130,99 @@ def test_matmul_gpu_split_k(m, n, k, split, fused, gen):
 def test_matmul_gpu_misaligned_b(m, n, k, how, gen):
     """Row-major B with a row pitch that is not a multiple of 128 bytes, each way of reading it (autotuned)."""
     check_matmul(m, n, k, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32, misaligned_b=how)
+
+
+SKTMA_CFGS = [(1, 32, 128, 4, 6, True), (2, 64, 128, 4, 6, False), (4, 128, 128, 4, 4, True),
+              (3, 128, 64, 4, 8, True)]
+
+
+@pytest.mark.parametrize(("m", "n", "k"), [(40, 48, 56), (17, 72, 104), (64, 40, 136)])
+@pytest.mark.parametrize("cfg", SKTMA_CFGS)
+def test_matmul_split_k_tma(m, n, k, cfg, device, gen):
+    """16 < M <= 64 through the tensor-descriptor split-K kernel (unsplit, split with the fused reduction; host
+    or device descriptors); twice, so the arrival counters' reset is exercised."""
+    from kernels.matmul_splitk import _LOCKS
+
+    for _ in range(2):
+        check_matmul(m, n, k, torch.bfloat16, device, gen, splitk_tma=cfg)
+    assert all(int(t.sum()) == 0 for t in _LOCKS.values())
+
+
+def test_matmul_split_k_tma_rejects_colmajor(device, gen):
+    b = torch.randn(40, 32, generator=gen).to(device=device, dtype=torch.bfloat16).t()
+    a = torch.randn(20, 32, generator=gen).to(device=device, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="splitk_tma"):
+        matmul(a, b, splitk_tma=SKTMA_CFGS[0])
+
+
+@pytest.mark.parametrize("rp", [(32, 256, 4, 0), (32, 256, 4, 1), (8, 1024, 4, 0), (64, 512, 8, 1)])
+def test_repack_rows_configs(rp, device, gen):
+    """The repack copy with each tiling / eviction variant: exact copy into a 128-byte pitch, and the GEMM
+    through it."""
+    from kernels.matmul import repack_rows
+
+    b = torch.randn(77, 1000, generator=gen).to(device=device, dtype=torch.bfloat16)[:, :904]
+    r = repack_rows(b, rp)
+    assert torch.equal(r, b) and (r.stride(0) * 2) % 128 == 0
+    check_matmul(70, 104, 40, torch.bfloat16, device, gen, use_tma=True, misaligned_b="repack", repack=rp,
+                 config=(32, 32, 16, 2, 4, 1, 0, True))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("m", "n", "k"), [(64, 4096, 4096), (37, 1000, 3000), (48, 4104, 776)])
+@pytest.mark.parametrize("cfg", [*SKTMA_CFGS, (4, 128, 128, 8, 4, True), (8, 256, 64, 8, 4, True),
+                                 (2, 32, 128, 4, 3, True), (4, 64, 128, 4, 3, False)])
+def test_matmul_gpu_split_k_tma(m, n, k, cfg, gen):
+    """TMA split-K on the GPU, three calls in a row (counters reset by the reducing program)."""
+    for _ in range(3):
+        check_matmul(m, n, k, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32, splitk_tma=cfg)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("m", "n", "k"), [(64, 4096, 4096), (40, 2000, 1000), (17, 4096, 512)])
+def test_matmul_gpu_small_m_default(m, n, k, gen):
+    """16 < M <= 64 on the default path (TMA split-K when SPLITK_TMA_CONFIG is set), twice."""
+    for _ in range(2):
+        check_matmul(m, n, k, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("m", "n", "k"), [(4000, 5000, 3000), (1000, 4104, 777)])
+@pytest.mark.parametrize("rp", [(32, 256, 4, 1), (8, 1024, 4, 0), (64, 512, 8, 1), (128, 256, 8, 0)])
+def test_matmul_gpu_repack_configs(m, n, k, rp, gen):
+    """Misaligned B repacked with each copy variant (autotuned GEMM)."""
+    check_matmul(m, n, k, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32, misaligned_b="repack", repack=rp)
+
+
+def test_default_tma_split_rule(monkeypatch):
+    """Which 16 < M <= 64 products the default path sends through the TMA split-K kernel, and with what split."""
+    from kernels import matmul_splitk as sk
+
+    monkeypatch.setattr(sk, "SPLITK_TMA_CONFIG", None)
+    assert sk.default_tma_split(64, 4096, 4096, 132) == 0
+    monkeypatch.setattr(sk, "SPLITK_TMA_CONFIG", (4, 128, 128, 4, 4, True))
+    assert sk.default_tma_split(64, 4096, 4096, 132) == 4  # 32 tiles x 4 = 128 programs
+    assert sk.default_tma_split(64, 14336, 4096, 132) == 0  # 112 tiles: no room for a second chunk
+    assert sk.default_tma_split(64, 4096, 1024, 132) == 2  # chunks of >= 4 K tiles
+    monkeypatch.setattr(sk, "SPLITK_TMA_CONFIG", (1, 32, 128, 4, 6, True))
+    assert sk.default_tma_split(64, 4096, 4096, 132) == 1
+    assert sk.default_tma_split(64, 8192, 4096, 132) == 0
+
+
+@pytest.mark.parametrize("config", [None, (32, 32, 16, 2, 4, 1, 0, True)])
+def test_matmul_misaligned_b_overlap(config, device, gen):
+    """Misaligned B repacked in two column parts, the second part's copy beside the first part's GEMM (in order
+    on the CPU); 70x264: 3 x 9 tiles of 32 on 4 programs split after 5 tile columns."""
+    from kernels.matmul import _overlap_split
+
+    assert _overlap_split(70, 264, 4, config) == 160
+    kw = {"config": config} if config else {}
+    check_matmul(70, 264, 40, torch.bfloat16, device, gen, use_tma=True, misaligned_b="overlap", **kw)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("m", "n", "k"), [(4000, 5000, 3000), (3000, 5000, 1000), (1000, 4104, 776)])
+def test_matmul_gpu_misaligned_b_overlap(m, n, k, gen):
+    """The overlapped repack (side stream) on the GPU, twice in a row."""
+    for _ in range(2):
+        check_matmul(m, n, k, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32, misaligned_b="overlap")
