@@ -1,24 +1,28 @@
 """Warp-specialised FlashAttention forward for Hopper, written in Gluon (bf16/fp16).
 
-One program per (128 query rows, batch·head), three partitions sharing one K/V ring in shared memory:
+Work tiles of (NC·64 query rows, batch·head), one head's row blocks after another (heaviest first when
+causal); a program loops over tiles ``pid, pid + grid, ...`` (persistent with one program per SM, or one
+tile per program), with partitions sharing one K/V ring in shared memory:
 
-- a **loader** warp issues the TMA copies: the two 64-row Q tiles once, then K and V tiles into
-  ``STAGES`` buffers, each with its own ready / empty mbarrier (K and V separately, so the scores of a
-  tile can start before its V has landed);
-- two **consumer** warpgroups (the default partition and a 4-warp worker), each owning 64 of the 128
-  query rows.  Per KV tile j a consumer issues the scores ``S_j = Q K_j^T`` and the previous tile's
-  ``O += P_{j-1} V_{j-1}`` as asynchronous wgmma, waits for S_j only, and runs the softmax of tile j
-  while the P·V wgmma is still on the tensor cores; P goes to the P·V wgmma straight from registers.
-  The two consumers interleave on the SM, so one's softmax overlaps the other's matmuls.
+- a **loader** warpgroup (the default partition; one thread issues) makes the TMA copies: each consumer's
+  64-row Q tile (into its own buffer, refilled as soon as the consumer's last score MMA of a tile is done),
+  K and V tiles into ``STAGES`` buffers, each with its own ready / empty mbarrier (K and V separately, so
+  the scores of a tile can start before its V has landed); the ring runs on across work tiles, so the next
+  tile's keys load while the consumers finish the previous one;
+- ``NC`` (2 or 3) **consumer** warpgroups, each owning 64 of the tile's query rows.  Per key tile j a
+  consumer issues the scores ``S_j = Q K_j^T`` and the previous tile's ``O += P_{j-1} V_{j-1}`` as
+  asynchronous wgmma, waits for S_j only, and runs the softmax of tile j while the P·V wgmma is still on
+  the tensor cores; P goes to the P·V wgmma straight from registers.  The consumers interleave on the
+  SM, so one's softmax overlaps another's matmuls.
 
 exp2 with ``sm_scale * log2(e)`` folded into one multiply; keys beyond LK (zero-filled by TMA) and the
 causal diagonal are masked only in the tiles that need it (the first tile is always run masked, which
 also covers row blocks that see no key: zero output, ``lse = +inf``).  Head dims that are not a power of
 two run padded: descriptors of width HEAD_DIM with [rows, BLOCK_D] boxes (the copy engine zero-fills
-the rest) and a clipped TMA store of the output.  Causal row blocks run heaviest first.
+the rest) and a clipped TMA store of the output, staged in its own buffer per consumer.
 """
+# (no "from __future__ import annotations": the aggregates below need their field types at run time)
 
-from __future__ import annotations
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -29,25 +33,101 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma,
     warpgroup_mma_wait,
 )
+from triton.language.core import _aggregate as aggregate
 
 ROWS: gl.constexpr = gl.constexpr(64)  # query rows per consumer warpgroup
 
 
+@aggregate
+class Smem:
+    """Shared-memory buffers and mbarriers of one program (ready = filled by TMA, empty = released)."""
+    q: gl.shared_memory_descriptor  # [NC, 64, BLOCK_D]: each consumer's Q tile
+    o: gl.shared_memory_descriptor  # [NC, 64, BLOCK_D]: each consumer's output tile, staged for the TMA store
+    k: gl.shared_memory_descriptor  # [STAGES, BLOCK_N, BLOCK_D]
+    v: gl.shared_memory_descriptor
+    q_ready: gl.shared_memory_descriptor  # [NC, 1]
+    q_empty: gl.shared_memory_descriptor
+    k_ready: gl.shared_memory_descriptor  # [STAGES, 1]
+    v_ready: gl.shared_memory_descriptor
+    k_empty: gl.shared_memory_descriptor
+    v_empty: gl.shared_memory_descriptor
+
+    @gluon.constexpr_function
+    def __init__(self, q, o, k, v, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty):
+        self.q, self.o, self.k, self.v = q, o, k, v
+        self.q_ready, self.q_empty = q_ready, q_empty
+        self.k_ready, self.v_ready, self.k_empty, self.v_empty = k_ready, v_ready, k_empty, v_empty
+
+
+@aggregate
+class Problem:
+    """Sizes and the work-tile order, the same in every partition."""
+    HQ: gl.tensor
+    GROUP: gl.tensor
+    LQ: gl.tensor
+    LK: gl.tensor
+    n_m: gl.tensor  # row blocks per head
+    n_work: gl.tensor  # row blocks x batch·heads
+    BLOCK_N: gl.constexpr
+    NC: gl.constexpr
+    CAUSAL: gl.constexpr
+
+    @gluon.constexpr_function
+    def __init__(self, HQ, GROUP, LQ, LK, n_m, n_work, BLOCK_N, NC, CAUSAL):
+        self.HQ, self.GROUP, self.LQ, self.LK, self.n_m, self.n_work = HQ, GROUP, LQ, LK, n_m, n_work
+        self.BLOCK_N, self.NC, self.CAUSAL = gl.constexpr(BLOCK_N), gl.constexpr(NC), gl.constexpr(CAUSAL)
+
+    @gluon.jit
+    def tile(self, t):
+        """Work tile t -> (b, h, kv head, first row, batch·head, unmasked key tiles, key tiles)."""
+        # neighbouring programs share one head's K/V in L2; causal row blocks heaviest first
+        bh = t // self.n_m
+        pid_m = t % self.n_m
+        if self.CAUSAL:
+            pid_m = self.n_m - 1 - pid_m
+        m0 = pid_m * (self.NC * ROWS)
+        # key tiles [0, n_full) need no mask, [n_full, n_tiles) do (causal diagonal, ragged tail); at least one
+        diag = self.LK - self.LQ
+        full_n = self.LK // self.BLOCK_N * self.BLOCK_N
+        if self.CAUSAL:
+            hi = gl.maximum(gl.minimum(m0 + self.NC * ROWS + diag, self.LK), 0)
+            split = gl.minimum(gl.maximum(m0 + diag + 1, 0) // self.BLOCK_N * self.BLOCK_N, full_n)
+        else:
+            hi = self.LK
+            split = full_n
+        h = bh % self.HQ
+        return (bh // self.HQ, h, h // self.GROUP, m0, bh, split // self.BLOCK_N,
+                gl.maximum(gl.cdiv(hi, self.BLOCK_N), 1))
+
+
 @gluon.jit
-def _loader(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_empty,
-            m0, n_tiles, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
-    mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(q_desc, [m0, 0], q_bar, q_smem.index(0))
-    tma.async_copy_global_to_shared(q_desc, [m0 + ROWS, 0], q_bar, q_smem.index(1))
-    for j in range(n_tiles):
-        s = j % STAGES
-        ph = (j // STAGES) & 1
-        mbarrier.wait(k_empty.index(s), ph ^ 1)  # a fresh barrier counts as phase 1 complete
-        mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(k_desc, [j * BLOCK_N, 0], k_ready.index(s), k_bufs.index(s))
-        mbarrier.wait(v_empty.index(s), ph ^ 1)
-        mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(v_desc, [j * BLOCK_N, 0], v_ready.index(s), v_bufs.index(s))
+def _loader(q_desc, k_desc, v_desc, sm: Smem, pb: Problem, STAGES: gl.constexpr):
+    # Rank-4 (batch, head, position, dim) descriptors with [1, 1, rows, BLOCK_D] boxes: the 2-D buffers are
+    # viewed as such for the copy.
+    BLOCK_D: gl.constexpr = q_desc.block_type.shape[3]
+    BLOCK_N: gl.constexpr = pb.BLOCK_N
+    j = 0  # K/V ring position, continued across work tiles
+    it = 0  # work tiles done by this program: the Q buffers' phase
+    for t in range(gl.program_id(0), pb.n_work, gl.num_programs(0)):
+        b, h, hk, m0, _, _, n_tiles = pb.tile(t)
+        for i in gl.static_range(pb.NC):
+            mbarrier.wait(sm.q_empty.index(i), (it & 1) ^ 1)
+            mbarrier.expect(sm.q_ready.index(i), q_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(q_desc, [b, h, m0 + i * ROWS, 0], sm.q_ready.index(i),
+                                            sm.q.index(i).reshape([1, 1, ROWS, BLOCK_D]))
+        for n in range(n_tiles):
+            s = j % STAGES
+            ph = (j // STAGES) & 1
+            mbarrier.wait(sm.k_empty.index(s), ph ^ 1)  # a fresh barrier counts as phase 1 complete
+            mbarrier.expect(sm.k_ready.index(s), k_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(k_desc, [b, hk, n * BLOCK_N, 0], sm.k_ready.index(s),
+                                            sm.k.index(s).reshape([1, 1, BLOCK_N, BLOCK_D]))
+            mbarrier.wait(sm.v_empty.index(s), ph ^ 1)
+            mbarrier.expect(sm.v_ready.index(s), v_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(v_desc, [b, hk, n * BLOCK_N, 0], sm.v_ready.index(s),
+                                            sm.v.index(s).reshape([1, 1, BLOCK_N, BLOCK_D]))
+            j += 1
+        it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
 
 
 @gluon.jit
@@ -80,145 +160,146 @@ def _softmax(s, m_i, l_i, rows, start_n, LK, diag, qk_scale, p_layout: gl.conste
 
 
 @gluon.jit
-def _steps(o, p, m_i, l_i, lo, hi, q_s, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty, s_zero, rows, LK,
-           diag, qk_scale, o_layout: gl.constexpr, p_layout: gl.constexpr, BLOCK_N: gl.constexpr,
-           STAGES: gl.constexpr, MASKED: gl.constexpr, CAUSAL: gl.constexpr):
-    """Tiles lo..hi-1: S_j and O += P_{j-1} V_{j-1} in flight together, softmax of S_j under the P·V."""
-    for j in range(lo, hi):
-        s_tok = _scores(q_s, k_bufs, k_ready, j, s_zero, STAGES)
+def _steps(o, p, m_i, l_i, j0, lo, hi, n_tiles, sm, which: gl.constexpr, s_zero, rows, LK, diag, qk_scale,
+           o_layout: gl.constexpr, p_layout: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+           MASKED: gl.constexpr, CAUSAL: gl.constexpr):
+    """Key tiles lo..hi-1 (ring positions j0 + n): S_n and O += P_{n-1} V_{n-1} in flight together, the
+    softmax of S_n under the P·V; the Q buffer is released after the tile's last score MMA."""
+    for n in range(lo, hi):
+        j = j0 + n
+        s_tok = _scores(sm.q.index(which), sm.k, sm.k_ready, j, s_zero, STAGES)
         prev = (j - 1) % STAGES
-        mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
-        o_tok = warpgroup_mma(p, v_bufs.index(prev), o, is_async=True)
+        mbarrier.wait(sm.v_ready.index(prev), ((j - 1) // STAGES) & 1)
+        o_tok = warpgroup_mma(p, sm.v.index(prev), o, is_async=True)
         s = warpgroup_mma_wait(1, deps=(s_tok,))
-        mbarrier.arrive(k_empty.index(j % STAGES), count=1)
-        p, alpha, m_i, l_i = _softmax(s, m_i, l_i, rows, j * BLOCK_N, LK, diag, qk_scale, p_layout, BLOCK_N,
+        mbarrier.arrive(sm.k_empty.index(j % STAGES), count=1)
+        if n == n_tiles - 1:
+            mbarrier.arrive(sm.q_empty.index(which), count=1)
+        p, alpha, m_i, l_i = _softmax(s, m_i, l_i, rows, n * BLOCK_N, LK, diag, qk_scale, p_layout, BLOCK_N,
                                       MASKED, CAUSAL, p.dtype)
         o = warpgroup_mma_wait(0, deps=(o_tok,))
-        mbarrier.arrive(v_empty.index(prev), count=1)
+        mbarrier.arrive(sm.v_empty.index(prev), count=1)
         o = o * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
     return o, p, m_i, l_i
 
 
 @gluon.jit
-def _consumer(which: gl.constexpr, o_desc, LSE, q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty,
-              v_empty, m0, bh, LQ, LK, n_full, n_tiles, qk_scale, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr,
-              STAGES: gl.constexpr, CAUSAL: gl.constexpr):
-    dtype: gl.constexpr = q_smem.dtype
+def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale, STAGES: gl.constexpr):
+    BLOCK_N: gl.constexpr = pb.BLOCK_N
+    BLOCK_D: gl.constexpr = o_desc.block_type.shape[3]
+    CAUSAL: gl.constexpr = pb.CAUSAL
+    dtype: gl.constexpr = o_desc.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_D, 16])
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
-    r0 = m0 + which * ROWS
-    rows = r0 + gl.arange(0, ROWS, layout=row_layout)
+    LQ = pb.LQ
+    LK = pb.LK
     diag = LK - LQ
-    q_s = q_smem.index(which)
+    q_s = sm.q.index(which)
+    o_s = sm.o.index(which)
     s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
-    o = gl.zeros([ROWS, BLOCK_D], gl.float32, o_layout)
-    m_i = gl.full([ROWS], float("-inf"), gl.float32, row_layout)
-    l_i = gl.zeros([ROWS], gl.float32, row_layout)
+    j0 = 0  # K/V ring position of the work tile's first key tile
+    it = 0  # work tiles done by this program: the Q buffers' phase
+    for t in range(gl.program_id(0), pb.n_work, gl.num_programs(0)):
+        b, h, _, m0, bh, n_full, n_tiles = pb.tile(t)
+        r0 = m0 + which * ROWS
+        rows = r0 + gl.arange(0, ROWS, layout=row_layout)
+        o = gl.zeros([ROWS, BLOCK_D], gl.float32, o_layout)
+        m_i = gl.full([ROWS], float("-inf"), gl.float32, row_layout)
+        l_i = gl.zeros([ROWS], gl.float32, row_layout)
 
-    mbarrier.wait(q_bar, 0)
-    s = warpgroup_mma_wait(0, deps=(_scores(q_s, k_bufs, k_ready, 0, s_zero, STAGES),))
-    mbarrier.arrive(k_empty.index(0), count=1)
-    p, _, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N, True, CAUSAL, dtype)
-    o, p, m_i, l_i = _steps(o, p, m_i, l_i, 1, n_full, q_s, k_bufs, v_bufs, k_ready, v_ready, k_empty, v_empty,
-                            s_zero, rows, LK, diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES, False, CAUSAL)
-    o, p, m_i, l_i = _steps(o, p, m_i, l_i, gl.maximum(n_full, 1), n_tiles, q_s, k_bufs, v_bufs, k_ready, v_ready,
-                            k_empty, v_empty, s_zero, rows, LK, diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES,
-                            True, CAUSAL)
-    last = (n_tiles - 1) % STAGES
-    mbarrier.wait(v_ready.index(last), ((n_tiles - 1) // STAGES) & 1)
-    o = warpgroup_mma_wait(0, deps=(warpgroup_mma(p, v_bufs.index(last), o, is_async=True),))
-    mbarrier.arrive(v_empty.index(last), count=1)
+        mbarrier.wait(sm.q_ready.index(which), it & 1)
+        s = warpgroup_mma_wait(0, deps=(_scores(q_s, sm.k, sm.k_ready, j0, s_zero, STAGES),))
+        mbarrier.arrive(sm.k_empty.index(j0 % STAGES), count=1)
+        if n_tiles == 1:  # Q is read by no further score MMA of this tile
+            mbarrier.arrive(sm.q_empty.index(which), count=1)
+        p, _, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N, True, CAUSAL, dtype)
+        o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, 1, n_full, n_tiles, sm, which, s_zero, rows, LK, diag,
+                                qk_scale, o_layout, p_layout, BLOCK_N, STAGES, False, CAUSAL)
+        o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, gl.maximum(n_full, 1), n_tiles, n_tiles, sm, which, s_zero,
+                                rows, LK, diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES, True, CAUSAL)
+        last = (j0 + n_tiles - 1) % STAGES
+        mbarrier.wait(sm.v_ready.index(last), ((j0 + n_tiles - 1) // STAGES) & 1)
+        o = warpgroup_mma_wait(0, deps=(warpgroup_mma(p, sm.v.index(last), o, is_async=True),))
+        mbarrier.arrive(sm.v_empty.index(last), count=1)
 
-    empty = l_i == 0.0
-    l_safe = gl.where(empty, 1.0, l_i)
-    lse = gl.where(empty, float("inf"), (m_i + gl.log2(l_safe)) * 0.6931471805599453)
-    gl.store(LSE + bh.to(gl.int64) * LQ + rows, lse, mask=rows < LQ)
-    o = o / gl.expand_dims(gl.convert_layout(l_safe, gl.SliceLayout(1, o_layout)), 1)
-    q_s.store(o.to(dtype))  # Q is no longer read: its buffer stages the output for the TMA store
-    fence_async_shared()
-    tma.async_copy_shared_to_global(o_desc, [r0, 0], q_s)
+        empty = l_i == 0.0
+        l_safe = gl.where(empty, 1.0, l_i)
+        lse = gl.where(empty, float("inf"), (m_i + gl.log2(l_safe)) * 0.6931471805599453)
+        gl.store(LSE + bh.to(gl.int64) * LQ + rows, lse, mask=rows < LQ)
+        o = o / gl.expand_dims(gl.convert_layout(l_safe, gl.SliceLayout(1, o_layout)), 1)
+        tma.store_wait(0)  # the previous tile's output has left o_s
+        o_s.store(o.to(dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(o_desc, [b, h, r0, 0], o_s.reshape([1, 1, ROWS, BLOCK_D]))
+        j0 += n_tiles
+        it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
     tma.store_wait(0)
 
 
 @gluon.jit
-def _consumer1(o_desc, LSE, q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_empty, m0, bh, LQ, LK,
-               n_full, n_tiles, qk_scale, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
-               CAUSAL: gl.constexpr):
-    _consumer(1, o_desc, LSE, q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_empty, m0, bh, LQ, LK,
-              n_full, n_tiles, qk_scale, BLOCK_N, BLOCK_D, STAGES, CAUSAL)
+def _consumer0(o_desc, LSE, sm: Smem, pb: Problem, qk_scale, STAGES: gl.constexpr):
+    _consumer(0, o_desc, LSE, sm, pb, qk_scale, STAGES)
 
 
 @gluon.jit
-def _consumer0(o_desc, LSE, q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_empty, m0, bh, LQ, LK,
-               n_full, n_tiles, qk_scale, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
-               CAUSAL: gl.constexpr):
-    _consumer(0, o_desc, LSE, q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_empty, m0, bh, LQ, LK,
-              n_full, n_tiles, qk_scale, BLOCK_N, BLOCK_D, STAGES, CAUSAL)
+def _consumer1(o_desc, LSE, sm: Smem, pb: Problem, qk_scale, STAGES: gl.constexpr):
+    _consumer(1, o_desc, LSE, sm, pb, qk_scale, STAGES)
 
 
 @gluon.jit
-def attn_fwd_ws(Q, K, V, Out, LSE, sqb, sqh, sql, skb, skh, skl, svb, svh, svl, sob, soh, sol,
-                HQ, GROUP, LQ, LK, qk_scale,
-                HEAD_DIM: gl.constexpr, BLOCK_D: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                CAUSAL: gl.constexpr, CONSUMER_REGS: gl.constexpr):
-    dtype: gl.constexpr = Q.dtype.element_ty
-    pid_m = gl.program_id(0)
-    if CAUSAL:  # heaviest row blocks first
-        pid_m = gl.num_programs(0) - 1 - pid_m
-    bh = gl.program_id(1)
-    b = (bh // HQ).to(gl.int64)
-    h = (bh % HQ).to(gl.int64)
-    hk = h // GROUP
-    m0 = pid_m * (2 * ROWS)
+def _consumer2(o_desc, LSE, sm: Smem, pb: Problem, qk_scale, STAGES: gl.constexpr):
+    _consumer(2, o_desc, LSE, sm, pb, qk_scale, STAGES)
 
+
+@gluon.jit
+def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_work, qk_scale,
+                BLOCK_N: gl.constexpr, STAGES: gl.constexpr, NC: gl.constexpr, CAUSAL: gl.constexpr,
+                CONSUMER_REGS: gl.constexpr):
+    """q/k/v/o_desc: host tensor descriptors over (B, H, L, HEAD_DIM) with [1, 1, rows, BLOCK_D] boxes
+    (64 rows for q and o, BLOCK_N for k and v); LSE (B, HQ, LQ) float32; NC consumer warpgroups;
+    n_work = cdiv(LQ, NC * 64) * B * HQ work tiles over the persistent grid."""
+    dtype: gl.constexpr = q_desc.dtype
+    BLOCK_D: gl.constexpr = q_desc.block_type.shape[3]
+    # to_tensor: Triton passes integer arguments equal to 1 as constants
+    pb = Problem(gl.to_tensor(HQ), gl.to_tensor(GROUP), gl.to_tensor(LQ), gl.to_tensor(LK),
+                 gl.to_tensor(gl.cdiv(LQ, NC * ROWS)), gl.to_tensor(n_work), BLOCK_N, NC, CAUSAL)
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BLOCK_D], dtype)
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_D], dtype)
-    q_desc = tma.make_tensor_descriptor(Q + b * sqb + h * sqh, [LQ, HEAD_DIM], [sql, 1], [ROWS, BLOCK_D], q_layout)
-    o_desc = tma.make_tensor_descriptor(Out + b * sob + h * soh, [LQ, HEAD_DIM], [sol, 1], [ROWS, BLOCK_D],
-                                        q_layout)
-    k_desc = tma.make_tensor_descriptor(K + b * skb + hk * skh, [LK, HEAD_DIM], [skl, 1], [BLOCK_N, BLOCK_D],
-                                        kv_layout)
-    v_desc = tma.make_tensor_descriptor(V + b * svb + hk * svh, [LK, HEAD_DIM], [svl, 1], [BLOCK_N, BLOCK_D],
-                                        kv_layout)
-
-    # Key tiles: [0, n_full) need no mask, [n_full, n_tiles) do (causal diagonal, ragged tail); at least one.
-    diag = LK - LQ
-    full_n = LK // BLOCK_N * BLOCK_N
-    if CAUSAL:
-        hi = gl.maximum(gl.minimum(m0 + 2 * ROWS + diag, LK), 0)
-        split = gl.minimum(gl.maximum(m0 + diag + 1, 0) // BLOCK_N * BLOCK_N, full_n)
-    else:
-        hi = LK
-        split = full_n
-    n_full = split // BLOCK_N
-    n_tiles = gl.maximum(gl.cdiv(hi, BLOCK_N), 1)
-
-    q_smem = gl.allocate_shared_memory(dtype, [2, ROWS, BLOCK_D], q_layout)
-    k_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_D], kv_layout)
-    v_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_D], kv_layout)
-    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    mbarrier.init(q_bar, count=1)
+    bar: gl.constexpr = mbarrier.MBarrierLayout()
+    sm = Smem(gl.allocate_shared_memory(dtype, [NC, ROWS, BLOCK_D], q_layout),
+              gl.allocate_shared_memory(dtype, [NC, ROWS, BLOCK_D], q_layout),
+              gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_D], kv_layout),
+              gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_D], kv_layout),
+              gl.allocate_shared_memory(gl.int64, [NC, 1], bar), gl.allocate_shared_memory(gl.int64, [NC, 1], bar),
+              gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar),
+              gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar),
+              gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar),
+              gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar))
+    for i in gl.static_range(NC):
+        mbarrier.init(sm.q_ready.index(i), count=1)
+        mbarrier.init(sm.q_empty.index(i), count=1)
     for i in gl.static_range(STAGES):
-        mbarrier.init(k_ready.index(i), count=1)
-        mbarrier.init(v_ready.index(i), count=1)
-        mbarrier.init(k_empty.index(i), count=2)  # released by both consumers
-        mbarrier.init(v_empty.index(i), count=2)
+        mbarrier.init(sm.k_ready.index(i), count=1)
+        mbarrier.init(sm.v_ready.index(i), count=1)
+        mbarrier.init(sm.k_empty.index(i), count=NC)  # released by every consumer
+        mbarrier.init(sm.v_empty.index(i), count=NC)
 
     # The loader is the default partition (4 warps, one issues the copies): in Triton 3.6 a reduction in
     # the default partition fails to compile ("not in a context with ttg.num-warps"), in a worker it does not.
-    gl.warp_specialize([
-        (_loader, (q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_empty, m0,
-                   n_tiles, BLOCK_N, STAGES)),
-        (_consumer0, (o_desc, LSE, q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_empty, m0, bh, LQ,
-                      LK, n_full, n_tiles, qk_scale, BLOCK_N, BLOCK_D, STAGES, CAUSAL)),
-        (_consumer1, (o_desc, LSE, q_smem, k_bufs, v_bufs, q_bar, k_ready, v_ready, k_empty, v_empty, m0, bh, LQ,
-                      LK, n_full, n_tiles, qk_scale, BLOCK_N, BLOCK_D, STAGES, CAUSAL)),
-    ], [4, 4], [CONSUMER_REGS, CONSUMER_REGS])
+    if NC == 2:
+        gl.warp_specialize([
+            (_loader, (q_desc, k_desc, v_desc, sm, pb, STAGES)),
+            (_consumer0, (o_desc, LSE, sm, pb, qk_scale, STAGES)),
+            (_consumer1, (o_desc, LSE, sm, pb, qk_scale, STAGES)),
+        ], [4, 4], [CONSUMER_REGS, CONSUMER_REGS])
+    else:
+        gl.warp_specialize([
+            (_loader, (q_desc, k_desc, v_desc, sm, pb, STAGES)),
+            (_consumer0, (o_desc, LSE, sm, pb, qk_scale, STAGES)),
+            (_consumer1, (o_desc, LSE, sm, pb, qk_scale, STAGES)),
+            (_consumer2, (o_desc, LSE, sm, pb, qk_scale, STAGES)),
+        ], [4, 4, 4], [CONSUMER_REGS, CONSUMER_REGS, CONSUMER_REGS])

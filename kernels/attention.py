@@ -154,7 +154,7 @@ def attention_forward(
         out.zero_()
         lse.fill_(float("inf"))
         return out, lse
-    use_gluon = impl == "gluon" or (impl == "auto" and attention_ws.preferred(dims))
+    use_gluon = impl == "gluon" or (impl == "auto" and attention_ws.preferred(dims, causal))
     if gluon_ok and use_gluon and config is None and use_tma is None:
         if attention_ws.forward(q, k, v, out, lse, dims, layout, causal, scale * LOG2E):
             return out, lse

@@ -14,7 +14,7 @@ import warnings
 import torch
 import triton
 
-from kernels._checks import AttnDims, interpreting, layout_strides, padded_dim, set_triton_allocator, tma_ok
+from kernels._checks import AttnDims, interpreting, layout_strides, padded_dim, sm_count, tma_ok
 
 try:  # Gluon ships with Triton >= 3.5; its Hopper API is what the kernel is written against (3.6)
     from kernels._attn_fwd_ws import attn_fwd_ws
@@ -25,19 +25,30 @@ else:
     IMPORT_ERROR = None
 
 ENABLED = True
-ROWS_PER_PROGRAM = 128  # two consumer warpgroups of 64 query rows
+ROWS = 64  # query rows per consumer warpgroup
 MAX_HEAD_DIM = 128
-# BLOCK_D -> (BLOCK_N, STAGES): K and V tiles of BLOCK_N keys, STAGES of each in shared memory.
-CONFIGS: dict[int, tuple[int, int]] = {16: (128, 3), 32: (128, 3), 64: (128, 3), 128: (128, 2)}
-CONSUMER_REGS = 240  # per consumer thread (setmaxnreg); the loader warpgroup keeps the rest (24)
-MAXNREG = 168  # launch-time registers per thread: 12 warps x 168 = the 64K register file
+# (BLOCK_D, causal) -> (BLOCK_N, STAGES, consumer warpgroups, persistent): K and V tiles of BLOCK_N keys,
+# STAGES of each in shared memory, each consumer owning 64 query rows (three consumers, selectable up to
+# BLOCK_D 64, measured no faster than two).  Persistent (one program per SM looping over the work tiles)
+# measured faster without a causal mask; with one, the tiles' work differs and one program per tile
+# balances better (H100, kernels/NOTES.md session 6).
+CONFIGS: dict[tuple[int, bool], tuple[int, int, int, bool]] = {
+    (128, False): (128, 2, 2, True), (128, True): (128, 2, 2, False),
+    (64, False): (128, 3, 2, True), (64, True): (128, 3, 2, False),
+    (32, False): (128, 3, 2, True), (32, True): (128, 3, 2, False),
+    (16, False): (128, 3, 2, True), (16, True): (128, 3, 2, False),
+}
+# consumers -> (registers per consumer thread after setmaxnreg, launch-time maxnreg): 4 + 4 * consumers warps
+# share the 64K register file; the loader warpgroup keeps 24 per thread.
+REGISTERS = {2: (240, 168), 3: (160, 128)}
 _broken: list[str] = []  # the compile error, once the kernel failed to build here
 
 
-# Where "auto" prefers the Gluon kernel (H100, kernels/NOTES.md session 6): padded head dims 72..128 at
-# lengths >= PREFER_MIN_LEN.  Below that, and at head dims <= 64, the Triton kernel measured faster.
-PREFER_BLOCK_D = (128,)
-PREFER_MIN_LEN = 1024
+# Where "auto" prefers the Gluon kernel (given eligible()), from the H100 measurements (kernels/NOTES.md
+# session 6): every padded head dim it runs, except causal at head dims <= 64, where the Triton kernel was
+# as fast at L4096 and faster at L512.
+PREFER_BLOCK_D = (16, 32, 64, 128)
+PREFER_CAUSAL_MIN_BLOCK_D = 128
 
 
 def eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, head_dim: int) -> bool:
@@ -49,28 +60,47 @@ def eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
     return torch.cuda.get_device_capability(q.device) == (9, 0) and tma_ok(q, k, v, out)
 
 
-def preferred(dims: AttnDims) -> bool:
+def preferred(dims: AttnDims, causal: bool) -> bool:
     """True where "auto" should take the Gluon kernel (given :func:`eligible`): where it measured faster."""
-    return padded_dim(dims.head_dim) in PREFER_BLOCK_D and max(dims.len_q, dims.len_k) >= PREFER_MIN_LEN
+    block_d = padded_dim(dims.head_dim)
+    return block_d in PREFER_BLOCK_D and (not causal or block_d >= PREFER_CAUSAL_MIN_BLOCK_D)
+
+
+def _descriptor(t: torch.Tensor, layout: str, batch: int, heads: int, length: int, head_dim: int, rows: int):
+    """Rank-4 (batch, head, position, dim) tensor descriptor over ``t`` (either layout, read in place) with
+    [1, 1, rows, BLOCK_D] boxes: positions >= length and dims >= head_dim read as zero, stores clipped."""
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    block = [1, 1, rows, padded_dim(head_dim)]
+    smem = gl.NVMMASharedLayout.get_default_for(block, gl.bfloat16 if t.dtype == torch.bfloat16 else gl.float16)
+    sb, sh, sl, _ = layout_strides(t, layout)
+    return TensorDescriptor(t, [batch, heads, length, head_dim], [sb, sh, sl, 1], block, smem)
 
 
 def forward(q, k, v, out, lse, dims: AttnDims, layout: str, causal: bool, qk_scale: float,
-            config: tuple[int, int] | None = None) -> bool:
-    """Launch the Gluon forward; False (nothing written) when the kernel cannot be built here."""
-    block_d = padded_dim(dims.head_dim)
-    block_n, stages = config or CONFIGS[block_d]
-    grid = (triton.cdiv(dims.len_q, ROWS_PER_PROGRAM), dims.batch * dims.heads_q)
-    set_triton_allocator()  # device-side tensor descriptors
+            config: tuple[int, int, int, bool] | None = None) -> bool:
+    """Launch the Gluon forward; False (nothing written) when the kernel cannot be built here.
+
+    ``config`` = (BLOCK_N, STAGES, consumers, persistent) overrides ``CONFIGS``."""
+    block_n, stages, consumers, persistent = config or CONFIGS[(padded_dim(dims.head_dim), bool(causal))]
+    regs, maxnreg = REGISTERS[consumers]
+    b, d = dims.batch, dims.head_dim
+    descs = (_descriptor(q, layout, b, dims.heads_q, dims.len_q, d, ROWS),
+             _descriptor(k, layout, b, dims.heads_kv, dims.len_k, d, block_n),
+             _descriptor(v, layout, b, dims.heads_kv, dims.len_k, d, block_n),
+             _descriptor(out, layout, b, dims.heads_q, dims.len_q, d, ROWS))
+    n_work = triton.cdiv(dims.len_q, ROWS * consumers) * b * dims.heads_q
+    grid = (min(n_work, sm_count(q.device, 1)) if persistent else n_work,)
     try:
-        attn_fwd_ws[grid](q, k, v, out, lse, *layout_strides(q, layout)[:3], *layout_strides(k, layout)[:3],
-                          *layout_strides(v, layout)[:3], *layout_strides(out, layout)[:3],
-                          dims.heads_q, dims.group, dims.len_q, dims.len_k, qk_scale,
-                          HEAD_DIM=dims.head_dim, BLOCK_D=block_d, BLOCK_N=block_n, STAGES=stages,
-                          CAUSAL=bool(causal), CONSUMER_REGS=CONSUMER_REGS, num_warps=4, maxnreg=MAXNREG)
+        attn_fwd_ws[grid](*descs, lse, dims.heads_q, dims.group, dims.len_q, dims.len_k, n_work, qk_scale,
+                          BLOCK_N=block_n, STAGES=stages, NC=consumers, CAUSAL=bool(causal), CONSUMER_REGS=regs,
+                          num_warps=4, maxnreg=maxnreg)
     except (triton.CompilationError, RuntimeError) as exc:  # compile or PTX errors: not a launch failure
         if "CUDA error" in str(exc):
             raise
-        _broken.append(f"{type(exc).__name__}: {str(exc)[:300]}")
+        lines = [line for line in str(exc).splitlines() if line.strip()]
+        _broken.append(f"{type(exc).__name__}: {lines[-1][:300] if lines else ''}")
         warnings.warn(f"the warp-specialised Gluon attention forward does not build with Triton "
                       f"{triton.__version__} here ({_broken[0]}); using the Triton kernel", RuntimeWarning,
                       stacklevel=3)

@@ -4,10 +4,12 @@
     PYTHONPATH=. python3 -m kernels.tune_ws bench [--sweep]  # Gluon vs our Triton kernel vs SDPA
 
 ``check`` runs every case in order, smallest first, and prints one line each (a hang in a kernel then
-shows which case; run it under ``timeout``).  ``bench`` times the default entry point (Gluon where
-eligible), the Triton kernel (``impl="triton"``) and SDPA's cuDNN and flash backends at the suite's
-shapes, implementations in turn, two rounds, lower median kept (as ``kernels.tune --final``);
-``--sweep`` adds the Gluon configurations of ``SWEEP``.
+shows which case; run it under ``timeout``).  ``bench`` times (CUDA-graph replays: device time, not the
+Python launch path) the default entry point (Gluon where preferred), the Gluon and the Triton kernel
+forced, and SDPA's cuDNN and flash backends at the suite's shapes, implementations in turn over
+``ROUNDS`` rounds (every other one in reverse order, so no implementation always follows the same one
+while clocks settle), lowest median kept; ``--sweep`` adds the Gluon configurations of ``SWEEP``, each
+persistent (suffix p) and one program per tile (n).
 """
 
 from __future__ import annotations
@@ -44,9 +46,10 @@ CHECKS = [
     (1, 8, 8, 4096, 4096, 64, True, "bhld", torch.bfloat16),
 ]
 # (head_dim, len, batch): the forward finals of kernels/tune_cases.py; 16 heads
-BENCH = [(128, 4096, 4), (128, 16384, 1), (64, 4096, 4), (96, 4096, 4), (128, 512, 32)]
-# BLOCK_D -> Gluon configurations (BLOCK_N, STAGES) timed with --sweep
-SWEEP = {128: [(128, 2), (64, 3), (64, 2)], 64: [(128, 3), (128, 4), (128, 2), (64, 4)]}
+BENCH = [(128, 4096, 4), (128, 16384, 1), (64, 4096, 4), (96, 4096, 4), (128, 512, 32), (64, 512, 32)]
+ROUNDS = 3  # implementations in turn, every other round in reverse order; the lowest median is kept
+# BLOCK_D -> Gluon configurations (BLOCK_N, STAGES, consumers) timed with --sweep
+SWEEP = {128: [(128, 2, 2)], 64: [(128, 2, 3), (128, 3, 2)]}
 
 
 def randn(shape, dtype, seed: int) -> torch.Tensor:
@@ -55,9 +58,15 @@ def randn(shape, dtype, seed: int) -> torch.Tensor:
 
 
 def bench(fn) -> float:
+    """Median of CUDA-graph replays (device time without the Python launch path), do_bench without."""
     import triton.testing as tt
 
-    return tt.do_bench(fn, warmup=20, rep=60, return_mode="median")
+    fn()
+    try:
+        return tt.do_bench_cudagraph(fn, rep=60, return_mode="median")
+    except Exception:  # not capturable
+        torch.cuda.synchronize()
+        return tt.do_bench(fn, warmup=20, rep=60, return_mode="median")
 
 
 def make(b, hq, hkv, lq, lk, d, layout, dtype, seed=0):
@@ -94,6 +103,7 @@ def run_bench(log, sweep: bool) -> None:
         for causal in (False, True):
             q, k, v = (randn((b, 16, seq, d), torch.bfloat16, i) for i in range(3))
             impls = {"ours": partial(attention.attention_forward, q, k, v, causal),
+                     "ours-gluon": partial(attention.attention_forward, q, k, v, causal, impl="gluon"),
                      "ours-triton": partial(attention.attention_forward, q, k, v, causal, impl="triton"),
                      "sdpa-cudnn": partial(ref.sdpa, q, k, v, causal, "cudnn"),
                      "sdpa-flash": partial(ref.sdpa, q, k, v, causal, "flash")}
@@ -101,12 +111,14 @@ def run_bench(log, sweep: bool) -> None:
                 for cfg in SWEEP.get(max(64, 1 << (d - 1).bit_length()), []):
                     dims = attention.check_attention(q, k, v, "bhld", attention.HEAD_DIMS)
                     out, lse = torch.empty_like(q), torch.empty((b, 16, seq), device=q.device)
-                    impls[f"ws{cfg[0]}x{cfg[1]}"] = partial(attention_ws.forward, q, k, v, out, lse, dims, "bhld",
-                                                           causal, d ** -0.5 * 1.4426950408889634, cfg)
+                    for pers in (False, True):
+                        impls[f"ws{cfg[0]}x{cfg[1]}c{cfg[2]}{'p' if pers else 'n'}"] = partial(
+                            attention_ws.forward, q, k, v, out, lse, dims, "bhld", causal,
+                            d ** -0.5 * 1.4426950408889634, (*cfg, pers))
             flops = 4 * b * 16 * seq * seq * d / (2 if causal else 1)
             times: dict[str, float] = {}
-            for _ in range(2):
-                for name, fn in impls.items():
+            for rnd in range(ROUNDS):
+                for name, fn in (impls.items() if rnd % 2 == 0 else reversed(impls.items())):
                     try:
                         times[name] = min(bench(fn), times.get(name, float("inf")))
                     except Exception as exc:

@@ -9,6 +9,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from kernels import attention_ws
+from kernels._checks import LOG2E
+from kernels._checks import check_attention as check_dims
 from kernels.attention import (
     HEAD_DIMS,
     attention_backward,
@@ -38,13 +41,13 @@ def _nan(shape, dtype, device) -> torch.Tensor:
 
 
 def check_attention(b, hq, hk, lq, lk, d, causal, layout, dtype, device, gen, *, use_tma=None, backward=True,
-                    ref_dtype=torch.float64, config=None, bwd_configs=(None, None)):
+                    ref_dtype=torch.float64, config=None, bwd_configs=(None, None), impl="auto"):
     q = _rand(_shape(b, hq, lq, d, layout), dtype, device, gen)
     k = _rand(_shape(b, hk, lk, d, layout), dtype, device, gen)
     v = _rand(_shape(b, hk, lk, d, layout), dtype, device, gen)
     out = _nan(q.shape, dtype, device)
     lse = _nan((b, hq, lq), torch.float32, device)
-    attention_forward(q, k, v, causal, None, layout, use_tma=use_tma, out=out, lse=lse, config=config)
+    attention_forward(q, k, v, causal, None, layout, use_tma=use_tma, out=out, lse=lse, config=config, impl=impl)
     qr, kr, vr = (t.detach().to(ref_dtype).requires_grad_() for t in (q, k, v))
     ref, ref_lse = attention_fp32(qr, kr, vr, causal, None, layout, dtype=ref_dtype)
     tag = f"seed={gen.initial_seed()} {layout} {dtype} causal={causal} q={tuple(q.shape)} k={tuple(k.shape)}"
@@ -181,6 +184,18 @@ def test_custom_scale(device, gen):
     assert (lse.double() - ref_lse).abs().max().item() < 1e-2
 
 
+def test_impl_choice_is_checked(device, gen):
+    q = _rand((1, 2, 16, 64), torch.float16, device, gen)
+    with pytest.raises(ValueError, match="impl must be"):
+        attention_forward(q, q, q, impl="cudnn")
+    if not attention_ws.eligible(q, q, q, q, 64):  # CPU / interpreter, or a GPU that is not sm_90
+        with pytest.raises(ValueError, match="Gluon forward cannot run these inputs"):
+            attention_forward(q, q, q, impl="gluon")
+        out, _ = attention_forward(q, q, q, impl="triton")
+        assert rel_err(out, attention_fp32(q, q, q)[0]) < FWD_TOL[torch.float16]
+    assert isinstance(attention_ws.status(), str) and attention_ws.status()
+
+
 def test_empty_sequences(device):
     q = torch.randn(1, 2, 0, 64, dtype=torch.float16, device=device)
     k = torch.randn(1, 2, 5, 64, dtype=torch.float16, device=device)
@@ -211,6 +226,51 @@ def test_attention_gpu(b, hq, hk, lq, lk, d, causal, layout, dtype, gen):
     if torch.cuda.get_device_capability()[0] >= 9:
         assert attention_path(q, q, q) == "hopper"
     check_attention(b, hq, hk, lq, lk, d, causal, layout, dtype, "cuda", gen, ref_dtype=torch.float32)
+
+
+def _needs_gluon() -> None:
+    q = torch.empty(1, 1, 8, 64, device="cuda", dtype=torch.bfloat16)
+    if not attention_ws.eligible(q, q, q, q, 64):
+        pytest.skip(f"the Gluon forward needs an sm_90 GPU ({attention_ws.status()})")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("impl", ["gluon", "triton"])
+@pytest.mark.parametrize(("b", "hq", "hk", "lq", "lk", "d", "causal", "layout", "dtype"), GPU_CASES[:5])
+def test_attention_gpu_each_forward(impl, b, hq, hk, lq, lk, d, causal, layout, dtype, gen):
+    """Both forward kernels at real shapes (the default picks one per shape; both must stay right)."""
+    if impl == "gluon":
+        _needs_gluon()
+    check_attention(b, hq, hk, lq, lk, d, causal, layout, dtype, "cuda", gen, ref_dtype=torch.float32,
+                    backward=False, impl=impl)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("d", "config"), [
+    (128, (128, 2, 2, True)), (128, (128, 2, 2, False)), (64, (128, 2, 3, True)), (64, (128, 3, 3, False)),
+    (64, (128, 3, 2, True)), (40, (128, 2, 3, False)), (16, (128, 3, 2, True)), (112, (64, 3, 2, True)),
+])
+@pytest.mark.parametrize("causal", [False, True])
+def test_gluon_forward_configs_gpu(d, config, causal, gen):
+    """Every kind of Gluon configuration (2 or 3 consumer warpgroups, persistent or one program per
+    tile) at ragged shapes: GQA, Lq != Lk both ways (causal rows that see no key), both layouts."""
+    _needs_gluon()
+    for b, hq, hk, lq, lk, layout in ((2, 8, 2, 1000, 1537, "blhd"), (1, 4, 4, 700, 300, "bhld"),
+                                      (3, 4, 1, 1, 513, "bhld")):
+        q = _rand(_shape(b, hq, lq, d, layout), torch.bfloat16, "cuda", gen)
+        k = _rand(_shape(b, hk, lk, d, layout), torch.bfloat16, "cuda", gen)
+        v = _rand(_shape(b, hk, lk, d, layout), torch.bfloat16, "cuda", gen)
+        dims = check_dims(q, k, v, layout, HEAD_DIMS)
+        out = _nan(q.shape, torch.bfloat16, "cuda")
+        lse = _nan((b, hq, lq), torch.float32, "cuda")
+        assert attention_ws.forward(q, k, v, out, lse, dims, layout, causal, d ** -0.5 * LOG2E, config)
+        ref, ref_lse = attention_fp32(q, k, v, causal, None, layout)
+        tag = f"seed={gen.initial_seed()} d={d} {config} causal={causal} q={tuple(q.shape)} k={tuple(k.shape)}"
+        assert torch.isfinite(out).all(), tag
+        assert rel_err(out, ref) < FWD_TOL[torch.bfloat16], tag
+        assert torch.equal(torch.isinf(lse), torch.isinf(ref_lse)), tag
+        fin = torch.isfinite(ref_lse)
+        assert (lse[fin] - ref_lse[fin]).abs().max().item() < 2e-2, tag
 
 
 @pytest.mark.gpu

@@ -1,4 +1,7 @@
-"""FlashAttention benchmarks: our Triton kernels beside SDPA's flash, efficient and cuDNN backends.
+"""FlashAttention benchmarks: our kernels beside SDPA's flash, efficient and cuDNN backends.
+
+"ours" is the default entry point (on Hopper the warp-specialised Gluon forward where it measured faster,
+``kernels/attention_ws.py``), "ours-triton" the Triton forward kernel forced.
 
 GPU only (skipped without CUDA).  FLOPs: 4*B*H*L^2*D forward (half of it causal), 2.5x that backward.
 """
@@ -20,7 +23,7 @@ def _randn(*shape: int, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
     g.seed()
     return torch.randn(shape, device="cuda", dtype=dtype, generator=g)
 
-IMPLS = ("ours", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn")
+IMPLS = ("ours", "ours-triton", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn")
 SHAPES = [(512, 128), (4096, 64), (4096, 128), (16384, 128)]  # (L, D); B*L = 16k tokens, 16 heads
 
 
@@ -50,10 +53,16 @@ def test_flash_forward(perf, impl, causal, seq, d):
     perf.bytes = 4 * q.numel() * q.element_size()
     if impl == "ours":
         fn, args = attention_forward, (q, k, v, causal)
+    elif impl == "ours-triton":
+        fn, args = _triton_forward, (q, k, v, causal)
     else:
         fn, args = sdpa, (q, k, v, causal, impl.removeprefix("sdpa-"))
     _runnable(fn, *args)
     perf(fn, *args)
+
+
+def _triton_forward(q, k, v, causal):
+    return attention_forward(q, k, v, causal, impl="triton")
 
 
 def _sdpa_backward(out, inputs, do):
