@@ -14,6 +14,7 @@
 #        a new kernel category for the structure check): perfci baseline update tests/perf/test_flash.py.
 # call8: perfci run tests/perf/test_flash.py against that baseline on another card (the gate's verdicts),
 #        and the two GPU tests edited after session 5's last run (tests/test_jax_gpu.py, test_plugin_gpu.py).
+# call9: causal only, 64-key tiles beside the shipped 128 (less of the diagonal tile masked away).
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -55,6 +56,10 @@ case "$CALL" in
     echo "baseline update rc=$?"
     tail -30 "${LOG}_baseline_update.log"
     tar -czf "$OUT/baseline_h100.tgz" baselines/NVIDIA_H100_80GB_HBM3 && tar -czf "$OUT/bl_results.tgz" -C /tmp bl_results
+    ;;
+  call9)
+    timeout 400 python3 -m kernels.tune_ws bench --sweep --mask causal 2>&1 | tee "${LOG}_ws_bench.log"
+    echo "bench rc=$?"
     ;;
   call8)
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1 \

@@ -49,7 +49,7 @@ CHECKS = [
 BENCH = [(128, 4096, 4), (128, 16384, 1), (64, 4096, 4), (96, 4096, 4), (128, 512, 32), (64, 512, 32)]
 ROUNDS = 3  # implementations in turn, every other round in reverse order; the lowest median is kept
 # BLOCK_D -> Gluon configurations (BLOCK_N, STAGES, consumers) timed with --sweep
-SWEEP = {128: [(128, 2, 2)], 64: [(128, 2, 3), (128, 3, 2)]}
+SWEEP = {128: [(128, 2, 2), (64, 3, 2), (64, 4, 2)], 64: [(128, 2, 3), (128, 3, 2), (64, 4, 2)]}
 
 
 def randn(shape, dtype, seed: int) -> torch.Tensor:
@@ -98,9 +98,9 @@ def check(log) -> int:
     return bad
 
 
-def run_bench(log, sweep: bool) -> None:
+def run_bench(log, sweep: bool, masks: tuple[bool, ...] = (False, True)) -> None:
     for d, seq, b in BENCH:
-        for causal in (False, True):
+        for causal in masks:
             q, k, v = (randn((b, 16, seq, d), torch.bfloat16, i) for i in range(3))
             impls = {"ours": partial(attention.attention_forward, q, k, v, causal),
                      "ours-gluon": partial(attention.attention_forward, q, k, v, causal, impl="gluon"),
@@ -133,6 +133,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=("check", "bench"))
     ap.add_argument("--sweep", action="store_true", help="also time the Gluon configurations of SWEEP")
+    ap.add_argument("--mask", choices=("both", "full", "causal"), default="both", help="which masks to time")
     args = ap.parse_args()
 
     def log(s: str) -> None:
@@ -144,7 +145,7 @@ def main() -> int:
         bad = check(log)
         log(f"checks failed: {bad}")
         return 1 if bad else 0
-    run_bench(log, args.sweep)
+    run_bench(log, args.sweep, {"both": (False, True), "full": (False,), "causal": (True,)}[args.mask])
     return 0
 
 

@@ -1,0 +1,84 @@
+"""Compile the Gluon attention forward for sm_90 offline (no GPU) against the Triton the GPU machine has.
+
+The lent GPU runs Triton 3.6.0; this machine's virtual environment has another Triton whose Gluon API
+differs, and device time is scarce, so every kernel change is built here first, for the GPU's target,
+with ptxas's register and spill report:
+
+    python3.11 -m pip install --no-deps --target /tmp/t36/site311 /opt/pypi/files/triton-3.6.0-cp311-*.whl
+    python3.11 kernels/compile_check_ws.py "" "causal=True" "d=64,nc=3,regs=160,maxnreg=128" "ones=('GROUP',)"
+
+Each argument is one configuration, keyword arguments of :func:`check` (defaults: d128, BLOCK_N 128,
+2 stages, 2 consumers, bf16).  ``ones`` lists integer arguments passed as the constant 1, as Triton's
+launcher does when an argument equals 1 (the kernel must build then too).  Triton is imported from
+``TRITON_SITE`` (default /tmp/t36/site311); no torch is needed.
+"""
+
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.environ.get("TRITON_SITE", "/tmp/t36/site311"))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from triton.experimental.gluon import language as gl
+
+from kernels._attn_fwd_ws import attn_fwd_ws
+
+TARGET = GPUTarget("cuda", 90, 128)
+
+
+def _descriptor_type(dtype: str, rows: int, block_d: int) -> str:
+    gdt = {"bf16": gl.bfloat16, "fp16": gl.float16}[dtype]
+    layout = gl.NVMMASharedLayout.get_default_for([1, 1, rows, block_d], gdt)
+    return f"tensordesc<{dtype}[1, 1, {rows}, {block_d}],{layout!r}>"
+
+
+def check(d: int = 128, bn: int = 128, stages: int = 2, nc: int = 2, causal: bool = False, regs: int = 240,
+          maxnreg: int = 168, dt: str = "bf16", ones: tuple[str, ...] = ()) -> bool:
+    """Build one configuration; print shared memory, wgmma count and ptxas's spill line.  True if it built."""
+    block_d = max(16, 1 << (d - 1).bit_length())
+    const = dict(BLOCK_N=bn, STAGES=stages, NC=nc, CAUSAL=causal, CONSUMER_REGS=regs, **{o: 1 for o in ones})
+    sig = {}
+    for name in attn_fwd_ws.arg_names:
+        if name in const:
+            sig[name] = "constexpr"
+        elif name in ("q_desc", "o_desc"):
+            sig[name] = _descriptor_type(dt, 64, block_d)
+        elif name in ("k_desc", "v_desc"):
+            sig[name] = _descriptor_type(dt, bn, block_d)
+        else:
+            sig[name] = {"LSE": "*fp32", "qk_scale": "fp32"}.get(name, "i32")
+    attrs = {(attn_fwd_ws.arg_names.index("LSE"),): [["tt.divisibility", 16]]}
+    tag = f"d{d} bn{bn} stages{stages} consumers{nc} causal={causal} regs={regs}/{maxnreg} {dt} ones={ones}"
+    try:
+        kernel = triton.compile(ASTSource(fn=attn_fwd_ws, signature=sig, constexprs=const, attrs=attrs),
+                                target=TARGET, options={"num_warps": 4, "num_stages": 1, "maxnreg": maxnreg})
+    except Exception as exc:  # report and go on with the next configuration
+        lines = [line for line in str(exc).splitlines() if line.strip()]
+        print(f"FAIL {tag}: {type(exc).__name__}: {lines[-1] if lines else ''}", flush=True)
+        return False
+    ptx = kernel.asm["ptx"]
+    path = f"/tmp/attn_fwd_ws_{d}_{bn}_{stages}_{nc}_{int(causal)}.ptx"
+    with open(path, "w") as f:
+        f.write(ptx)
+    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/ptxas")
+    run = subprocess.run([ptxas, "-arch=sm_90a", "-v", path, "-o", os.devnull], capture_output=True, text=True)
+    spills = " ".join(line.strip() for line in run.stderr.splitlines() if "spill" in line or "rror" in line)
+    print(f"OK {tag}: shared={kernel.metadata.shared} B, wgmma={ptx.count('wgmma.mma_async')} | {spills}",
+          flush=True)
+    return True
+
+
+def main(argv: list[str]) -> int:
+    if triton.__version__ != "3.6.0":
+        print(f"warning: Triton {triton.__version__} imported, not the GPU machine's 3.6.0", file=sys.stderr)
+    # each argument is the developer's own "key=value, ..." text: evaluated as dict(...) keyword arguments
+    ok = [check(**eval(f"dict({spec})")) for spec in (argv or [""])]
+    return 0 if all(ok) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
