@@ -167,7 +167,10 @@ def run_pairs(ref: Tree, current: Tree, names: Sequence[str], measure: Measure, 
     if max_pairs < 1:
         raise BadInputError(f"--max-pairs must be at least 1, got {max_pairs}")
     seeded = seed or {}
-    runs: Runs = {n: (list(seeded.get(n, ([], []))[0]), list(seeded.get(n, ([], []))[1])) for n in names}
+    runs: Runs = {}
+    for n in names:
+        ref_seed, new_seed = seeded.get(n, ([], []))
+        runs[n] = (list(ref_seed), list(new_seed))
     verdicts: dict[str, PairedVerdict] = {}
 
     def unresolved(name: str) -> bool:

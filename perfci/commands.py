@@ -192,25 +192,28 @@ def cmd_profile(args: argparse.Namespace, rest: list[str]) -> int:
 
 
 def cmd_baseline_update(args: argparse.Namespace, rest: list[str]) -> int:
-    fp = detect()
-    if not args.sources:
+    fp = None if args.sources else detect()  # --from: the result files' GPU model, not this machine's
+    if fp is not None:
         print(_mode_line(fp), flush=True)
-    runs_wanted = args.runs if args.runs is not None else (GPU_BASELINE_RUNS if fp.gpu_available and not args.sources
+    runs_wanted = args.runs if args.runs is not None else (GPU_BASELINE_RUNS if fp is not None and fp.gpu_available
                                                              else 1)
     if runs_wanted < 1:
         raise UsageError(f"--runs must be at least 1, got {runs_wanted}")
-    gpu, sources = fp.slug, [load_results(p) for p in args.sources or ()]
-    if sources:  # result files measured elsewhere (a GPU runner): the baseline is for their GPU model
+    sources = [load_results(p) for p in args.sources or ()]
+    if fp is None:  # result files measured elsewhere (a GPU runner): the baseline is for their GPU model
         gpu = _one_gpu(sources)
         print(f"perfci: baseline for {gpu} from {len(sources)} result file(s) measured there", flush=True)
         if args.profile:
             raise UsageError("--profile ncu needs this machine's GPU; it cannot be combined with --from")
-    with locked(baseline_path(args.baselines, gpu).parent):
+    else:
+        gpu = fp.slug
+    target = baseline_path(args.baselines, gpu)
+    with locked(target.parent):
         existing = None if args.replace else load_for_gpu(args.baselines, gpu)  # a bad file fails before the runs
         runs = sources or measure_runs(rest, runs_wanted, args.results_dir)
-        code = _write_baseline(args, gpu, runs, existing)
+        code = _write_baseline(args, target, gpu, runs, existing)
         if args.profile == "ncu":
-            store_ncu_summary(rest, baseline_path(args.baselines, fp.slug), args.results_dir / "ncu")
+            store_ncu_summary(rest, target, args.results_dir / "ncu")
         return code
 
 
@@ -224,9 +227,8 @@ def _one_gpu(runs: list[ResultFile]) -> str:
     return first.gpu
 
 
-def _write_baseline(args: argparse.Namespace, gpu: str, runs: list[ResultFile],
+def _write_baseline(args: argparse.Namespace, target: Path, gpu: str, runs: list[ResultFile],
                     existing: ResultFile | None) -> int:
-    target = baseline_path(args.baselines, gpu)
     fresh = make_baseline(runs, gpu=gpu, force=args.force, path=target)
     if existing is not None:
         fresh, merged = merge_baseline(existing, fresh, runs[0])

@@ -8,6 +8,7 @@ pytest-benchmark's own ``@pytest.mark.benchmark(timer=...)``), so every pytest-b
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -198,9 +199,7 @@ class Perf:
     def _once(self, fn: Callable[[], Any]) -> Any:
         """A disabled benchmark's one call; inside the benchmark's NVTX range in an Nsight pass (the
         profilers select and group kernels by that range), else nothing of perfci is started."""
-        if not self._range_pass:
-            return self._benchmark.pedantic(fn, rounds=1, iterations=1)
-        with self._session().ranges.range(self._test):
+        with self._session().ranges.range(self._test) if self._range_pass else contextlib.nullcontext():
             return self._benchmark.pedantic(fn, rounds=1, iterations=1)
 
     def _check_numbers(self) -> None:

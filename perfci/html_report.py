@@ -278,7 +278,7 @@ def _variants_table(variants: Sequence[StoredVariant], label: str) -> str:
 
 def _bench_details(page: _Page, o: BenchmarkOutcome | None, name: str, bid: str, label: str,
                    now: BenchmarkRecord | None, base: BenchmarkRecord | None,
-                   ncu: Mapping[str, Mapping[str, Any]] | None) -> str:
+                   ncu: Mapping[str, Mapping[str, Any]] | None, variants: Sequence[StoredVariant] = ()) -> str:
     verdict = o.verdict if o is not None else Verdict.MISSING
     change, _ = _change(o) if o is not None else ("", "")
     median = _time(o.median_ms) if o is not None else ""
@@ -298,8 +298,7 @@ def _bench_details(page: _Page, o: BenchmarkOutcome | None, name: str, bid: str,
         if now is not None and now.profile is not None and now.profile.ok and now.profile.kernels:
             pair.append(page.chart(charts.kernel_compare_figure(base.profile if base else None, now.profile)))
         parts.append(f"<div class='pair'>{''.join(pair)}</div>")
-        if now is not None:
-            parts.append(_variants_table(stored_variants(now.details), tl))
+        parts.append(_variants_table(variants, tl))
         parts.append(_kernel_table(base.profile if base else None, now.profile if now else None))
         if ncu:
             parts.append(_ncu_table(ncu))
@@ -408,7 +407,8 @@ def render(verdict: RunVerdict | None, results: Sequence[ResultFile], *, baselin
         groups.setdefault(n.split("::")[0], []).append(n)
     blocks = [f'<section class="group"><h3>{_e(file)}</h3>' + "".join(
         _bench_details(page, outcome_of.get(n), n, ids[n], labels[n], records.get(n), base_records.get(n),
-                       ncu_tables.get(n)) for n in members) + "</section>" for file, members in groups.items()]
+                       ncu_tables.get(n), with_variants.get(n, ())) for n in members) + "</section>"
+              for file, members in groups.items()]
     section("benchmarks", "Benchmarks", "<p><button id='open-all'>expand all</button> <button id='close-all'>"
             "collapse all</button></p>" + "".join(blocks))
     toolbar = (f"<nav>{' · '.join(nav)}<input id='filter' type='search' placeholder='filter benchmarks "

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from perfci.compare import CompareSettings, Sample, compare_samples
@@ -86,7 +87,7 @@ class VariantRun:
     measurement: Measurement
     profile: KernelProfile | None
 
-    @property
+    @cached_property  # read by to_dict, summary and the baseline check of one perf.variants call
     def mix(self) -> KernelMix | None:
         return kernel_mix(self.profile) if self.profile is not None and self.profile.ok else None
 
@@ -177,7 +178,7 @@ def check_against_baseline_variants(runs: tuple[VariantRun, ...],
             continue
         for f in check_against_baseline(run.profile, base):
             findings.append(Finding(f"{run.name}/{f.rule}", f"variant {run.name}: {f.message}", f.culprit, f.failed))
-        now, before = kernel_mix(run.profile) if run.profile.ok else None, kernel_mix(base) if base.ok else None
+        now, before = run.mix, kernel_mix(base) if base.ok else None
         if now is not None and before is not None and now.path != before.path:
             findings.append(Finding(f"{run.name}/changed:path", f"variant {run.name} took another path: "
                                     f"{before.describe()} -> {now.describe()}", None, True))
