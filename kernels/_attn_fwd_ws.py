@@ -86,7 +86,8 @@ class Problem:
         if self.CAUSAL:
             pid_m = self.n_m - 1 - pid_m
         m0 = pid_m * (self.NC * ROWS)
-        # key tiles [0, n_full) need no mask, [n_full, n_tiles) do (causal diagonal, ragged tail); at least one
+        # key tiles [0, n_full) need no mask, [n_full, n_tiles) do (causal diagonal, ragged tail); at least one.
+        # The rule of _attn_tiles.kv_bounds (a Triton function, which Gluon code cannot call).
         diag = self.LK - self.LQ
         full_n = self.LK // self.BLOCK_N * self.BLOCK_N
         if self.CAUSAL:

@@ -158,15 +158,16 @@ def tma_ok(*tensors: torch.Tensor) -> bool:
     Needs: CUDA device of compute capability >= 9, last stride 1, 16-byte aligned base
     pointer and 16-byte multiples for all other strides; never in Triton's interpreter.
     """
-    if interpreting():
+    if interpreting() or any(t.device.type != "cuda" for t in tensors) or not tma_aligned(*tensors):
         return False
-    for t in tensors:
-        if t.device.type != "cuda" or t.stride(-1) != 1:
-            return False
-        es = t.element_size()
-        if t.data_ptr() % 16 != 0 or any((s * es) % 16 != 0 for s in t.stride()[:-1]):
-            return False
     return bool(tensors) and torch.cuda.get_device_capability(tensors[0].device)[0] >= 9
+
+
+def tma_aligned(*tensors: torch.Tensor) -> bool:
+    """The layout half of ``tma_ok`` (any device, also under the interpreter): last stride 1, 16-byte aligned
+    base pointer and 16-byte multiples for all other strides."""
+    return all(t.stride(-1) == 1 and t.data_ptr() % 16 == 0
+               and all((s * t.element_size()) % 16 == 0 for s in t.stride()[:-1]) for t in tensors)
 
 
 def set_triton_allocator() -> None:

@@ -144,7 +144,10 @@ def attention_forward(
         raise ValueError(f"impl must be 'auto', 'triton' or 'gluon', got {impl!r}")
     scale = 1.0 / math.sqrt(dims.head_dim) if sm_scale is None else float(sm_scale)
     out, lse = _prepare_out(dims, q, q.dtype, out, lse)
-    gluon_ok = attention_ws.eligible(q, k, v, out, dims.head_dim)
+    # the eligibility checks (strides, device) only where the Gluon kernel is wanted: not on the Triton path
+    wants_gluon = impl == "gluon" or (impl == "auto" and config is None and use_tma is None
+                                      and attention_ws.preferred(dims, causal))
+    gluon_ok = wants_gluon and attention_ws.eligible(q, k, v, out, dims.head_dim)
     if impl == "gluon" and not gluon_ok:
         raise ValueError(f"the Gluon forward cannot run these inputs ({attention_ws.status()}; it needs an sm_90 "
                          f"GPU, fp16/bf16, head dim <= {attention_ws.MAX_HEAD_DIM} and 16-byte aligned strides)")
@@ -154,8 +157,7 @@ def attention_forward(
         out.zero_()
         lse.fill_(float("inf"))
         return out, lse
-    use_gluon = impl == "gluon" or (impl == "auto" and attention_ws.preferred(dims, causal))
-    if gluon_ok and use_gluon and config is None and use_tma is None:
+    if gluon_ok and config is None and use_tma is None:
         if attention_ws.forward(q, k, v, out, lse, dims, layout, causal, scale * LOG2E):
             return out, lse
         if impl == "gluon":

@@ -9,6 +9,7 @@ once (``RuntimeWarning``) and the Triton kernel is used from then on.
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import torch
@@ -17,6 +18,9 @@ import triton
 from kernels._checks import AttnDims, interpreting, layout_strides, padded_dim, sm_count, tma_ok
 
 try:  # Gluon ships with Triton >= 3.5; its Hopper API is what the kernel is written against (3.6)
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
     from kernels._attn_fwd_ws import attn_fwd_ws
 except Exception as exc:  # an older or newer Triton without the same Gluon API
     attn_fwd_ws = None
@@ -25,7 +29,7 @@ else:
     IMPORT_ERROR = None
 
 ENABLED = True
-ROWS = 64  # query rows per consumer warpgroup
+ROWS = 64  # query rows per consumer warpgroup (the kernel's _attn_fwd_ws.ROWS)
 MAX_HEAD_DIM = 128
 # (BLOCK_D, causal) -> (BLOCK_N, STAGES, consumer warpgroups, persistent): K and V tiles of BLOCK_N keys,
 # STAGES of each in shared memory, each consumer owning 64 query rows (three consumers, selectable up to
@@ -66,16 +70,19 @@ def preferred(dims: AttnDims, causal: bool) -> bool:
     return block_d in PREFER_BLOCK_D and (not causal or block_d >= PREFER_CAUSAL_MIN_BLOCK_D)
 
 
+@functools.cache
+def _smem_layout(rows: int, block_d: int, dtype: torch.dtype):
+    return gl.NVMMASharedLayout.get_default_for([1, 1, rows, block_d],
+                                                gl.bfloat16 if dtype == torch.bfloat16 else gl.float16)
+
+
 def _descriptor(t: torch.Tensor, layout: str, batch: int, heads: int, length: int, head_dim: int, rows: int):
     """Rank-4 (batch, head, position, dim) tensor descriptor over ``t`` (either layout, read in place) with
     [1, 1, rows, BLOCK_D] boxes: positions >= length and dims >= head_dim read as zero, stores clipped."""
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-    block = [1, 1, rows, padded_dim(head_dim)]
-    smem = gl.NVMMASharedLayout.get_default_for(block, gl.bfloat16 if t.dtype == torch.bfloat16 else gl.float16)
+    block_d = padded_dim(head_dim)
     sb, sh, sl, _ = layout_strides(t, layout)
-    return TensorDescriptor(t, [batch, heads, length, head_dim], [sb, sh, sl, 1], block, smem)
+    return TensorDescriptor(t, [batch, heads, length, head_dim], [sb, sh, sl, 1], [1, 1, rows, block_d],
+                            _smem_layout(rows, block_d, t.dtype))
 
 
 def forward(q, k, v, out, lse, dims: AttnDims, layout: str, causal: bool, qk_scale: float,

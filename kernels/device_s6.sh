@@ -15,6 +15,8 @@
 # call8: perfci run tests/perf/test_flash.py against that baseline on another card (the gate's verdicts),
 #        and the two GPU tests edited after session 5's last run (tests/test_jax_gpu.py, test_plugin_gpu.py).
 # call9: causal only, 64-key tiles beside the shipped 128 (less of the diagonal tile masked away).
+# call10: after the review mends (host side only): tests/kernels -m gpu, the perfci GPU tests of the fixture
+#         and variants, one flash forward through the suite.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -60,6 +62,19 @@ case "$CALL" in
   call9)
     timeout 400 python3 -m kernels.tune_ws bench --sweep --mask causal 2>&1 | tee "${LOG}_ws_bench.log"
     echo "bench rc=$?"
+    ;;
+  call10)
+    timeout 200 python3 -m pytest tests/kernels -m gpu -q -p no:cacheprovider -n 8 2>&1 | tail -15 \
+      | tee "${LOG}_gpu_tests.log"
+    echo "kernel gpu tests rc=$?"
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1 \
+      && export PYTHONPATH=/tmp/site:. XLA_PYTHON_CLIENT_PREALLOCATE=false \
+      && python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
+    timeout 200 python3 -m pytest tests/test_plugin_gpu.py tests/test_variants_fixture.py \
+      "tests/perf/test_flash.py::test_flash_forward[L4096-d128-full-ours]" -q -p no:cacheprovider \
+      > "${LOG}_perfci_gpu_tests.log" 2>&1
+    echo "perfci gpu tests rc=$?"
+    tail -8 "${LOG}_perfci_gpu_tests.log"
     ;;
   call8)
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1 \

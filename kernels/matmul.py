@@ -208,14 +208,19 @@ def _repack_into(b: torch.Tensor, view: torch.Tensor, config: tuple | None) -> N
                                                                   EVICT=evict, num_warps=warps)
 
 
+def _pitched_empty(b: torch.Tensor) -> torch.Tensor:
+    """An uninitialised tensor of ``b``'s shape whose row pitch is a multiple of 128 bytes (a view of the first
+    columns of a wider buffer)."""
+    per = 128 // b.element_size()
+    rows, cols = b.shape
+    return torch.empty((rows, triton.cdiv(cols, per) * per), dtype=b.dtype, device=b.device)[:, :cols]
+
+
 def repack_rows(b: torch.Tensor, config: tuple | None = None) -> torch.Tensor:
     """``b`` copied into a buffer whose row pitch is a multiple of 128 bytes (a view of its first columns);
     ``b`` row-major with 8-element aligned rows and a multiple of 8 columns (``_b_pitch_misaligned``).
     ``config`` overrides REPACK_CONFIG."""
-    per = 128 // b.element_size()
-    rows, cols = b.shape
-    wide = triton.cdiv(cols, per) * per
-    view = torch.empty((rows, wide), dtype=b.dtype, device=b.device)[:, :cols]
+    view = _pitched_empty(b)
     _repack_into(b, view, config)
     return view
 
@@ -275,10 +280,10 @@ def matmul(
     if split_k or (split_k is None and config is None and use_splitk(m, n, k, sms)):
         return matmul_splitk(a, b, c, sms, split=split_k, fused=splitk_fused)
     if splitk_tma is None and split_k is None and config is None and SPLITK_MAX_M < m <= SMALL_M \
-            and _tma_ok(a, b, c) and tma_splitk_ok(a, b, c):
+            and tma_ok(a, b, c):  # row-major B (tma_ok needs unit last strides): tma_splitk_ok holds too
         split = _sk.default_tma_split(m, n, k, sms)
         if split:
-            splitk_tma = (split, *_sk.SPLITK_TMA_CONFIG[1:])
+            return matmul_splitk_tma(a, b, c, (split, *_sk.SPLITK_TMA_CONFIG[1:]))
     if splitk_tma is not None:
         if not tma_splitk_ok(a, b, c):
             raise ValueError("splitk_tma needs row-major a, b, out with 16-byte aligned pitches")
@@ -349,27 +354,21 @@ _SIDE: dict[torch.device, torch.cuda.Stream] = {}
 def _matmul_overlap(a, b, c, n1: int, repack: tuple | None, config: tuple | None, persistent: bool, sms: int):
     """Misaligned B, repacked in two column parts: the copy of the second part runs on a side stream while the
     GEMM of the first part runs (compute-bound; the copy is memory-bound), then the second part's GEMM."""
-    k, n = b.shape
-    per = 128 // b.element_size()
-    wide = triton.cdiv(n, per) * per
-    bw = torch.empty((k, wide), dtype=b.dtype, device=b.device)[:, :n]
-    tma = not interpreting()
+    bw = _pitched_empty(b)
     _repack_into(b[:, :n1], bw[:, :n1], repack)
-    if b.device.type != "cuda":  # interpreter: the same kernels in order
-        _launch(a, bw[:, :n1], c[:, :n1], True, False, False, config, persistent, sms)
+    side = None  # interpreter (CPU): no side stream, the same kernels in order
+    if b.device.type == "cuda":
+        cur = torch.cuda.current_stream(b.device)
+        side = _SIDE.get(b.device)
+        if side is None:
+            side = _SIDE[b.device] = torch.cuda.Stream(b.device)
+        side.wait_stream(cur)  # first part copied (and the inputs ready)
+    _launch(a, bw[:, :n1], c[:, :n1], True, False, False, config, persistent, sms)
+    with torch.cuda.stream(side):  # a no-op context for None
         _repack_into(b[:, n1:], bw[:, n1:], repack)
-        _launch(a, bw[:, n1:], c[:, n1:], True, False, False, config, persistent, sms)
-        return c
-    cur = torch.cuda.current_stream(b.device)
-    side = _SIDE.get(b.device)
-    if side is None:
-        side = _SIDE[b.device] = torch.cuda.Stream(b.device)
-    side.wait_stream(cur)  # first part copied (and the inputs ready)
-    _launch(a, bw[:, :n1], c[:, :n1], tma, False, False, config, persistent, sms)
-    with torch.cuda.stream(side):
-        _repack_into(b[:, n1:], bw[:, n1:], repack)
-    cur.wait_stream(side)
-    _launch(a, bw[:, n1:], c[:, n1:], tma, False, False, config, persistent, sms)
+    if side is not None:
+        cur.wait_stream(side)
+    _launch(a, bw[:, n1:], c[:, n1:], True, False, False, config, persistent, sms)
     return c
 
 

@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import arrival_counters, interpreting, mma, next_pow2, set_triton_allocator
+from kernels._checks import arrival_counters, interpreting, mma, next_pow2, set_triton_allocator, tma_aligned
 
 
 @triton.jit
@@ -147,16 +147,15 @@ def matmul_splitk(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, num_sms: in
     work = torch.empty((split, m, n), dtype=torch.float32, device=a.device)
     extra = {} if interpreting() else {"num_warps": warps, "num_stages": stages}
     grid = (triton.cdiv(n, bn), triton.cdiv(m, bm), split)
-    fused = FUSED_DEFAULT if fused is None else fused
-    if fused and split > 1:
-        locks = arrival_counters(_LOCKS, a.device, grid[0] * grid[1])
-        _splitk_partial[grid](a, b, work, m, n, k, k_per, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                              BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, DOT_F32=interpreting(), C=c, LOCKS=locks,
-                              SPLIT=split, scm=c.stride(0), scn=c.stride(1), FUSED=True, **extra)
-        return c
+    fused = (FUSED_DEFAULT if fused is None else fused) and split > 1
+    if fused:
+        extra.update(C=c, LOCKS=arrival_counters(_LOCKS, a.device, grid[0] * grid[1]), SPLIT=split,
+                     scm=c.stride(0), scn=c.stride(1), FUSED=True)
     _splitk_partial[grid](
         a, b, work, m, n, k, k_per, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, DOT_F32=interpreting(), **extra)
+    if fused:
+        return c
     block = 1024
     _splitk_reduce[(triton.cdiv(m * n, block),)](work, c, m, n, split, c.stride(0), c.stride(1), BLOCK=block)
     return c
@@ -172,8 +171,7 @@ SPLITK_TMA_CONFIG: tuple | None = (1, 32, 128, 4, 6, True)
 
 def tma_splitk_ok(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
     """Row-major A, B, C with 16-byte aligned pitches (B's descriptor is [K, N])."""
-    return all(t.stride(1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
-               for t in (a, b, c))
+    return tma_aligned(a, b, c)
 
 
 def default_tma_split(m: int, n: int, k: int, num_sms: int) -> int:
@@ -196,8 +194,9 @@ def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config:
     m, k = a.shape
     n = b.shape[1]
     split, bn, bk, warps, stages, host = config
-    bm = max(16, min(64, next_pow2(m))) if interpreting() else 64
-    if interpreting():
+    interp = interpreting()
+    bm = max(16, min(64, next_pow2(m))) if interp else 64
+    if interp:
         bn, bk = min(bn, 32), min(bk, 16)
     k_tiles = triton.cdiv(k, bk)
     kt_per = triton.cdiv(k_tiles, max(1, split))
@@ -213,10 +212,10 @@ def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config:
     else:
         set_triton_allocator()
         da, db = a, b
-    extra = {} if interpreting() else {"num_warps": warps, "num_stages": stages}
+    extra = {} if interp else {"num_warps": warps, "num_stages": stages}
     _splitk_tma[grid](da, db, work, c, locks, m, n, k, kt_per, a.stride(0), b.stride(0), c.stride(0),
                       BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT=split, HOST_DESC=bool(host),
-                      DOT_F32=interpreting(), **extra)
+                      DOT_F32=interp, **extra)
     return c
 
 

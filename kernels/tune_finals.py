@@ -137,7 +137,7 @@ def finals(args, log, copy_tbps: float = 0.0) -> list[str]:
 
     Implementations of one case are timed in turn, twice round; the lower median of the two rounds is
     kept for each (a fair comparison when clocks drift with temperature)."""
-    from kernels import attention, decode, matmul
+    from kernels import attention, decode, matmul, matmul_splitk
     from kernels import reference as ref
 
     lines = []
@@ -197,12 +197,11 @@ def finals(args, log, copy_tbps: float = 0.0) -> list[str]:
         compare(f"dec b{b} hq{hq} hkv{hk} kv{seq} d{d} {str(dt)[6:]}", impls,
                 nbytes=_work("dec", (b, hq, hk, seq, d, dt))[1], graph=True)
     for m, n, k in cases.FINAL_MM if "mm" in args.final else []:
-        from kernels import matmul_splitk
-
         a, bb = _randn((m, k), torch.bfloat16, 1), _randn((k, n), torch.bfloat16, 2)
-        split = matmul.use_splitk(m, n, k, matmul.num_sms(a.device))  # split-K bypasses the autotuner
-        sktma = (not split and matmul.SPLITK_MAX_M < m <= matmul.SMALL_M
-                 and matmul_splitk.default_tma_split(m, n, k, matmul.num_sms(a.device)) > 0)
+        sms = matmul.num_sms(a.device)
+        split = matmul.use_splitk(m, n, k, sms)  # split-K bypasses the autotuner
+        mid_m = not split and matmul.SPLITK_MAX_M < m <= matmul.SMALL_M
+        sktma = mid_m and matmul_splitk.default_tma_split(m, n, k, sms) > 0
         impls = {"ours": partial(matmul.matmul, a, bb), "cublas": partial(torch.matmul, a, bb)}
         if matmul._b_pitch_misaligned(bb) and m > matmul.SMALL_M:
             for how in FINAL_MISALIGNED:
@@ -212,17 +211,15 @@ def finals(args, log, copy_tbps: float = 0.0) -> list[str]:
                     impls[f"ours-rp{','.join(map(str, rp))}"] = partial(matmul.matmul, a, bb, repack=rp)
         if sktma:
             impls["ours-unsplit"] = partial(matmul.matmul, a, bb, split_k=0)  # the session-5 default
-        if not split and matmul.SPLITK_MAX_M < m <= matmul.SMALL_M:
+        if mid_m:
             for cfg in FINAL_SKTMA:
                 if cfg != matmul_splitk.SPLITK_TMA_CONFIG:
                     impls[f"ours-sktma{','.join(str(int(x)) for x in cfg)}"] = partial(matmul.matmul, a, bb,
                                                                                        splitk_tma=cfg)
         if 16 < m <= matmul.SMALL_M and FINAL_SPLITK:
-            from kernels.matmul_splitk import matmul_splitk
-
             cc = torch.empty((m, n), dtype=a.dtype, device=a.device)
             for sp, cfg in FINAL_SPLITK:
-                impls[f"ours-splitk{sp}-{cfg[0]}"] = partial(matmul_splitk, a, bb, cc, matmul.num_sms(a.device),
+                impls[f"ours-splitk{sp}-{cfg[0]}"] = partial(matmul_splitk.matmul_splitk, a, bb, cc, sms,
                                                             split=sp, config=cfg, fused=True)
         compare(f"mm {m}x{n}x{k}{' split-K' if split else ' split-K TMA' if sktma else ''}", impls,
                 _work("mm", (m, n, k))[0], graph=True, tuner=None if split or sktma else matmul._matmul_tuned)

@@ -23,6 +23,8 @@ import torch
 
 from kernels import attention, attention_ws
 from kernels import reference as ref
+from kernels import tune_cases as cases
+from kernels.tune_cases import randn
 
 # (batch, heads_q, heads_kv, len_q, len_k, head_dim, causal, layout, dtype)
 CHECKS = [
@@ -50,23 +52,6 @@ BENCH = [(128, 4096, 4), (128, 16384, 1), (64, 4096, 4), (96, 4096, 4), (128, 51
 ROUNDS = 3  # implementations in turn, every other round in reverse order; the lowest median is kept
 # BLOCK_D -> Gluon configurations (BLOCK_N, STAGES, consumers) timed with --sweep
 SWEEP = {128: [(128, 2, 2), (64, 3, 2), (64, 4, 2)], 64: [(128, 2, 3), (128, 3, 2), (64, 4, 2)]}
-
-
-def randn(shape, dtype, seed: int) -> torch.Tensor:
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    return torch.randn(shape, generator=g, device="cuda", dtype=torch.float32).to(dtype)
-
-
-def bench(fn) -> float:
-    """Median of CUDA-graph replays (device time without the Python launch path), do_bench without."""
-    import triton.testing as tt
-
-    fn()
-    try:
-        return tt.do_bench_cudagraph(fn, rep=60, return_mode="median")
-    except Exception:  # not capturable
-        torch.cuda.synchronize()
-        return tt.do_bench(fn, warmup=20, rep=60, return_mode="median")
 
 
 def make(b, hq, hkv, lq, lk, d, layout, dtype, seed=0):
@@ -115,12 +100,12 @@ def run_bench(log, sweep: bool, masks: tuple[bool, ...] = (False, True)) -> None
                         impls[f"ws{cfg[0]}x{cfg[1]}c{cfg[2]}{'p' if pers else 'n'}"] = partial(
                             attention_ws.forward, q, k, v, out, lse, dims, "bhld", causal,
                             d ** -0.5 * 1.4426950408889634, (*cfg, pers))
-            flops = 4 * b * 16 * seq * seq * d / (2 if causal else 1)
+            flops = cases.flops_bytes(cases.Variant("fwd", (b, 16, seq, d, causal)))[0]
             times: dict[str, float] = {}
             for rnd in range(ROUNDS):
                 for name, fn in (impls.items() if rnd % 2 == 0 else reversed(impls.items())):
                     try:
-                        times[name] = min(bench(fn), times.get(name, float("inf")))
+                        times[name] = min(cases.bench(fn, graph=True), times.get(name, float("inf")))
                     except Exception as exc:
                         log(f"  {name} failed: {type(exc).__name__}: {str(exc)[:200]}")
             tag = f"fwd b{b} h16 L{seq} d{d} {'causal' if causal else 'full'}"
