@@ -1,0 +1,232 @@
+"""Device bench of the attention backward: the 2-kernel Triton scheme vs the fused kernel vs SDPA.
+
+    python3 -m kernels.tune_bwd check            # correctness vs the fp32 reference (kernels/reference.py)
+    python3 -m kernels.tune_bwd bench [--sweep]  # graph-timed: ours (both) vs SDPA cuDNN / flash
+    TRITON_INTERPRET=1 python3 -m kernels.tune_bwd dry   # CPU interpreter, tiny shapes: this script only
+
+``check`` runs every fused candidate config of the case's head dim (pointer atomics, TMA loads, TMA reduce-adds)
+and the autotuned path (whose timing runs add into the scratch: the result checks the autotuner's reset), over
+GQA, causal, both layouts, head dims 64/80/96/128/256, odd and unequal lengths, fp16/bf16; then how far two
+fused runs differ (dq is accumulated with atomics).  ``bench`` takes the lower median of 2 rounds,
+implementations taking turns (``kernels.tune_cases.bench(fn, graph=True)``; where that capture fails, as for
+SDPA's autograd backward in call 1, perfci's side-stream capture, else events: the timer is printed).
+``--sweep`` adds each fused config (and, for the first, the unstaggered q order and a timing-only run without the
+dQ accumulation, whose dq is wrong) at the d128 / d64 L4096 shapes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from functools import partial
+
+import torch
+
+from kernels import attention, attention_bwd_fused, tune_cases
+from kernels import reference as ref
+from kernels._checks import check_attention, table_for
+
+TOL = {torch.float16: 1e-2, torch.bfloat16: 5e-2}
+# b, hq, hk, lq, lk, d, causal, layout, dtype
+CHECK_CASES: list[tuple] = [
+    (2, 8, 8, 1024, 1024, 128, False, "bhld", torch.bfloat16),
+    (2, 8, 8, 1024, 1024, 128, True, "blhd", torch.bfloat16),
+    (1, 16, 4, 1023, 1023, 128, True, "bhld", torch.float16),
+    (2, 8, 2, 777, 1029, 64, True, "blhd", torch.bfloat16),
+    (1, 8, 8, 1031, 515, 64, True, "bhld", torch.float16),
+    (1, 8, 8, 1000, 1000, 80, False, "blhd", torch.bfloat16),
+    (1, 4, 4, 513, 513, 96, True, "bhld", torch.bfloat16),
+    (1, 4, 2, 300, 300, 256, True, "bhld", torch.float16),
+]
+BENCH_SHAPES: list[tuple[int, int, int, int]] = [(4, 16, 4096, 128), (4, 16, 4096, 64), (2, 16, 8192, 128)]
+SWEEP_SHAPES: list[tuple[int, int, int, int]] = [(4, 16, 4096, 128), (4, 16, 4096, 64)]
+
+
+def log(s: str) -> None:
+    print(s, flush=True)
+
+
+def _shape(b: int, h: int, seq: int, d: int, layout: str) -> tuple[int, int, int, int]:
+    return (b, h, seq, d) if layout == "bhld" else (b, seq, h, d)
+
+
+def _grads(impl: str, do, q, k, v, out, lse, causal, layout, config=None) -> tuple[torch.Tensor, ...]:
+    grads = tuple(torch.full_like(t, float("nan")) for t in (q, k, v))
+    attention.attention_backward(do, q, k, v, out, lse, causal, None, layout, dq=grads[0], dk=grads[1],
+                                 dv=grads[2], impl=impl, configs=(config, None))
+    return grads
+
+
+def check() -> int:
+    bad = 0
+    for i, (b, hq, hk, lq, lk, d, causal, layout, dt) in enumerate(CHECK_CASES):
+        q, do = (tune_cases.randn(_shape(b, hq, lq, d, layout), dt, 10 * i + j) for j in (0, 3))
+        k, v = (tune_cases.randn(_shape(b, hk, lk, d, layout), dt, 10 * i + j) for j in (1, 2))
+        out, lse = attention.attention_forward(q, k, v, causal, None, layout, impl="triton")
+        qr, kr, vr = (t.detach().float().requires_grad_() for t in (q, k, v))
+        ro, _ = ref.attention_fp32(qr, kr, vr, causal, None, layout)
+        ro.backward(do.float())
+        refs = (qr.grad, kr.grad, vr.grad)
+        tag = f"b{b} hq{hq} hk{hk} lq{lq} lk{lk} d{d} causal={causal} {layout} {str(dt)[6:]}"
+        runs = [("triton", None), ("fused", None)] if i < 2 else []
+        runs += [("fused", c) for c in table_for(attention_bwd_fused.FUSED_CONFIGS, d)]
+        for impl, cfg in runs:
+            try:
+                g = _grads(impl, do, q, k, v, out, lse, causal, layout, cfg)
+                errs = [ref.rel_err(x, r) for x, r in zip(g, refs, strict=True)]
+            except Exception as exc:  # report, count as a failure, go on
+                errs, note = [float("inf")] * 3, f" {type(exc).__name__}: {str(exc)[:160]}"
+            else:
+                note = ""
+            ok = max(errs) < TOL[dt]
+            bad += not ok
+            name = impl if cfg is None else f"{impl}{cfg}"
+            log(f"{'ok  ' if ok else 'FAIL'} {tag:52s} {name:36s} dq {errs[0]:.2e} dk {errs[1]:.2e} "
+                f"dv {errs[2]:.2e}{note}")
+        if i == 0:  # run-to-run difference of the fused path (atomics)
+            g1 = _grads("fused", do, q, k, v, out, lse, causal, layout)
+            g2 = _grads("fused", do, q, k, v, out, lse, causal, layout)
+            diff = [(x.float() - y.float()).abs().max().item() for x, y in zip(g1, g2, strict=True)]
+            log(f"     fused run-to-run max |diff|: dq {diff[0]:.3e} dk {diff[1]:.3e} dv {diff[2]:.3e}")
+        del q, k, v, do, out, lse, qr, kr, vr, ro, refs
+    log(f"check: {'all passed' if bad == 0 else f'{bad} FAILED'}")
+    return 1 if bad else 0
+
+
+def _sdpa_grad(out, inputs, do):
+    return torch.autograd.grad(out, inputs, do, retain_graph=True)
+
+
+def _recover() -> None:
+    """After a failed capture: one small capture that succeeds resets the generators left in capture mode."""
+    torch.cuda.synchronize()
+    scratch = torch.zeros(1, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        scratch.add_(1)
+    torch.cuda.synchronize()
+
+
+def _graph_side_ms(fn, calls: int = 10, reps: int = 15) -> float:
+    """perfci's graph timer: warm-up on a side stream, ``calls`` calls captured in one graph from the current
+    stream, replays timed with events; median per call."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(calls):
+            fn()
+    g.replay()
+    torch.cuda.synchronize()
+    ms = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        g.replay()
+        end.record()
+        end.synchronize()
+        ms.append(start.elapsed_time(end) / calls)
+    return sorted(ms)[len(ms) // 2]
+
+
+def _time(fn) -> tuple[float, str]:
+    """(ms, timer): ``tune_cases.bench(fn, graph=True)``; where that capture fails (SDPA's autograd backward),
+    perfci's side-stream graph capture; else ``tune_cases.bench(fn)`` (events)."""
+    if tune_cases.DEVICE != "cuda":
+        return tune_cases.bench(fn), "wall"
+    try:
+        return tune_cases.bench(fn, graph=True), "graph"
+    except Exception:  # capture refused: try the other capture, then events
+        _recover()
+    try:
+        return _graph_side_ms(fn), "graph-side"
+    except Exception:
+        _recover()
+    return tune_cases.bench(fn), "event"
+
+
+def bench(sweep: bool) -> int:
+    for b, h, seq, d in BENCH_SHAPES:
+        for causal in (False, True):
+            q, k, v, do = (tune_cases.randn((b, h, seq, d), torch.bfloat16, i) for i in range(4))
+            out, lse = attention.attention_forward(q, k, v, causal, impl="triton")
+            impls = {"triton": partial(attention.attention_backward, do, q, k, v, out, lse, causal, impl="triton"),
+                     "fused": partial(attention.attention_backward, do, q, k, v, out, lse, causal, impl="fused")}
+            if sweep and (b, h, seq, d) in SWEEP_SHAPES:
+                dims = check_attention(q, k, v, "bhld", attention.HEAD_DIMS)
+                bufs = tuple(torch.empty_like(t) for t in (q, k, v))
+                eligible = attention.attention_path(q, k, v, do) == "hopper"
+                cfgs = table_for(attention_bwd_fused.FUSED_CONFIGS, d)
+                for cfg in cfgs:
+                    extra = [("", {}), (" unstaggered", {"stagger": False}),
+                             (" no-dQ (timing only)", {"skip_dq": True})] if cfg == cfgs[0] else [("", {})]
+                    for suffix, kw in extra:
+                        impls[f"fused{cfg}{suffix}"] = partial(attention_bwd_fused.fused_backward, do, q, k, v, out,
+                                                               lse, *bufs, dims, "bhld", causal, dims.head_dim ** -0.5,
+                                                               eligible, config=cfg, **kw)
+            for be in ("cudnn", "flash"):
+                try:
+                    qkv = tuple(t.detach().clone().requires_grad_() for t in (q, k, v))
+                    o = ref.sdpa(*qkv, causal, be)
+                    _sdpa_grad(o, qkv, do)
+                    impls[f"sdpa-{be}"] = partial(_sdpa_grad, o, qkv, do)
+                except RuntimeError as exc:
+                    log(f"  sdpa {be} bwd not runnable: {str(exc).splitlines()[0][:100]}")
+            flops = 2.5 * 4.0 * b * h * seq * seq * d * (0.5 if causal else 1.0)
+            times: dict[str, float] = {}
+            timers: dict[str, str] = {}
+            for _ in range(2):
+                for name, fn in impls.items():
+                    try:
+                        ms, timers[name] = _time(fn)
+                    except Exception as exc:  # report and go on
+                        log(f"  {name} failed: {type(exc).__name__}: {str(exc)[:160]}")
+                        continue
+                    times[name] = min(ms, times.get(name, float("inf")))
+            base = times.get("sdpa-cudnn")
+            tag = f"bwd b{b} h{h} L{seq} d{d} {'causal' if causal else 'full'}"
+            for name, ms in times.items():
+                rel = f" x{base / ms:.3f} cuDNN" if base else ""
+                log(f"{tag:32s} {name:40s} {ms:8.4f} ms {flops / ms / 1e9:7.1f} TFLOPS{rel} ({timers[name]})")
+            best = getattr(attention_bwd_fused._fused_tuned, "best_config", None)
+            log(f"{tag:32s} fused autotuner pick: {best}")
+            del q, k, v, do, out, lse, impls
+    return 0
+
+
+def dry() -> int:
+    """CPU interpreter at tiny shapes (checks the script, not speed); needs TRITON_INTERPRET=1 set before start."""
+    from kernels._checks import interpreting
+
+    if not interpreting():
+        log("dry needs TRITON_INTERPRET=1 in the environment (the kernels are built at import)")
+        return 2
+    tune_cases.DEVICE = "cpu"
+    CHECK_CASES[:] = [(1, 2, 1, 37, 45, 64, True, "blhd", torch.float16), (1, 2, 2, 30, 30, 80, False, "bhld",
+                                                                           torch.bfloat16)]
+    BENCH_SHAPES[:] = [(1, 2, 40, 64)]
+    SWEEP_SHAPES[:] = [(1, 2, 40, 64)]
+    attention_bwd_fused.FUSED_CONFIGS[64] = [(32, 16, 4, 1, False, False)]
+    attention_bwd_fused.FUSED_CONFIGS[128] = [(32, 16, 4, 1, False, False)]
+    rc = check()
+    return rc or bench(sweep=True)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("mode", choices=("check", "bench", "dry"))
+    ap.add_argument("--sweep", action="store_true", help="also time each fused config at the sweep shapes")
+    args = ap.parse_args(argv)
+    if args.mode == "dry":
+        return dry()
+    if args.mode == "check":
+        return check()
+    return bench(args.sweep)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
