@@ -10,8 +10,8 @@ GQA, causal, both layouts, head dims 64/80/96/128/256, odd and unequal lengths, 
 fused runs differ (dq is accumulated with atomics).  ``bench`` takes the lower median of 2 rounds,
 implementations taking turns (``kernels.tune_cases.bench(fn, graph=True)``; where that capture fails, as for
 SDPA's autograd backward in call 1, perfci's side-stream capture, else events: the timer is printed).
-``--sweep`` adds each fused config (and, for the first, the unstaggered q order and a timing-only run without the
-dQ accumulation, whose dq is wrong) at the d128 / d64 L4096 shapes.
+``--sweep`` adds each fused config and each 2-kernel dK/dV config at the d128 / d64 L4096 shapes; ``--diag`` adds,
+for the first fused config, the unstaggered q order and a timing-only run without the dQ part (its dq is wrong).
 """
 
 from __future__ import annotations
@@ -40,6 +40,12 @@ CHECK_CASES: list[tuple] = [
 ]
 BENCH_SHAPES: list[tuple[int, int, int, int]] = [(4, 16, 4096, 128), (4, 16, 4096, 64), (2, 16, 8192, 128)]
 SWEEP_SHAPES: list[tuple[int, int, int, int]] = [(4, 16, 4096, 128), (4, 16, 4096, 64)]
+# 2-kernel scheme, --sweep: dK/dV kernel configs (BLOCK_M, BLOCK_N, warps, stages, USE_TMA), the dQ kernel autotuned
+# (restricted to pointer entries when the dK/dV entry has USE_TMA off: ``use_tma`` applies to both launches)
+TRITON_DKDV: dict[int, list[tuple]] = {
+    128: [(64, 128, 8, 3, False), (64, 128, 8, 2, False), (64, 128, 8, 2, True), (64, 128, 8, 3, True)],
+    64: [(64, 128, 8, 3, False), (64, 64, 4, 3, False), (64, 64, 4, 3, True), (64, 128, 8, 3, True)],
+}
 
 
 def log(s: str) -> None:
@@ -149,7 +155,7 @@ def _time(fn) -> tuple[float, str]:
     return tune_cases.bench(fn), "event"
 
 
-def bench(sweep: bool) -> int:
+def bench(sweep: bool, diag: bool = False) -> int:
     for b, h, seq, d in BENCH_SHAPES:
         for causal in (False, True):
             q, k, v, do = (tune_cases.randn((b, h, seq, d), torch.bfloat16, i) for i in range(4))
@@ -163,11 +169,14 @@ def bench(sweep: bool) -> int:
                 cfgs = table_for(attention_bwd_fused.FUSED_CONFIGS, d)
                 for cfg in cfgs:
                     extra = [("", {}), (" unstaggered", {"stagger": False}),
-                             (" no-dQ (timing only)", {"skip_dq": True})] if cfg == cfgs[0] else [("", {})]
+                             (" no-dQ (timing only)", {"skip_dq": True})] if cfg == cfgs[0] and diag else [("", {})]
                     for suffix, kw in extra:
                         impls[f"fused{cfg}{suffix}"] = partial(attention_bwd_fused.fused_backward, do, q, k, v, out,
                                                                lse, *bufs, dims, "bhld", causal, dims.head_dim ** -0.5,
                                                                eligible, config=cfg, **kw)
+                for cfg in TRITON_DKDV.get(d, []):
+                    impls[f"triton dkdv{cfg}"] = partial(attention.attention_backward, do, q, k, v, out, lse, causal,
+                                                         impl="triton", configs=(cfg[:4], None), use_tma=cfg[4])
             for be in ("cudnn", "flash"):
                 try:
                     qkv = tuple(t.detach().clone().requires_grad_() for t in (q, k, v))
@@ -192,8 +201,10 @@ def bench(sweep: bool) -> int:
             for name, ms in times.items():
                 rel = f" x{base / ms:.3f} cuDNN" if base else ""
                 log(f"{tag:32s} {name:40s} {ms:8.4f} ms {flops / ms / 1e9:7.1f} TFLOPS{rel} ({timers[name]})")
-            best = getattr(attention_bwd_fused._fused_tuned, "best_config", None)
-            log(f"{tag:32s} fused autotuner pick: {best}")
+            tuners = (("fused", attention_bwd_fused._fused_tuned), ("triton dkdv", attention._attn_bwd_dkdv_tuned),
+                      ("triton dq", attention._attn_bwd_dq_tuned))
+            for what, tuner in tuners:
+                log(f"{tag:32s} {what} autotuner's last pick: {getattr(tuner, 'best_config', None)}")
             del q, k, v, do, out, lse, impls
     return 0
 
@@ -213,19 +224,23 @@ def dry() -> int:
     attention_bwd_fused.FUSED_CONFIGS[64] = [(32, 16, 4, 1, False, False)]
     attention_bwd_fused.FUSED_CONFIGS[128] = [(32, 16, 4, 1, False, False)]
     rc = check()
-    return rc or bench(sweep=True)
+    TRITON_DKDV[64] = [(32, 16, 4, 1, False)]
+    return rc or bench(sweep=True, diag=True)
 
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mode", choices=("check", "bench", "dry"))
-    ap.add_argument("--sweep", action="store_true", help="also time each fused config at the sweep shapes")
+    ap.add_argument("--sweep", action="store_true",
+                    help="also time each fused config and each 2-kernel dK/dV config at the sweep shapes")
+    ap.add_argument("--diag", action="store_true",
+                    help="with --sweep: the unstaggered q order and a no-dQ timing-only run of the first fused config")
     args = ap.parse_args(argv)
     if args.mode == "dry":
         return dry()
     if args.mode == "check":
         return check()
-    return bench(args.sweep)
+    return bench(args.sweep, args.diag)
 
 
 if __name__ == "__main__":

@@ -87,8 +87,8 @@ GPU_CASES = [
     (1, 8, 4, 600, 600, 64, False, "blhd", torch.float16),
     (1, 4, 1, 513, 513, 80, True, "bhld", torch.bfloat16),  # padded head dim
 ]
-GPU_CONFIGS = [None, (64, 128, 8, 2, False, False), (64, 128, 8, 2, True, False), (64, 128, 8, 2, True, True),
-               (64, 64, 4, 3, True, True)]
+GPU_CONFIGS = [None, (64, 128, 8, 2, False, False), (64, 128, 8, 3, False, True), (64, 128, 8, 2, True, True),
+               (64, 64, 4, 3, False, True)]
 
 
 @pytest.mark.gpu
