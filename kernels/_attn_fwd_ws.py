@@ -1,25 +1,29 @@
-"""Warp-specialised FlashAttention forward for Hopper, written in Gluon (bf16/fp16).
+"""Warp-specialised FlashAttention forward for Hopper, written in Gluon (bf16/fp16, and fp8 e4m3).
 
-Work tiles of (NC·64 query rows, batch·head), one head's row blocks after another (heaviest first when
-causal); a program loops over tiles ``pid, pid + grid, ...`` (persistent with one program per SM, or one
-tile per program), with partitions sharing one K/V ring in shared memory:
+Work items of (NC·64 query rows, batch·head), one head's row blocks after another; when causal an item is a
+pair of row blocks, k and n_m - 1 - k (the heavier first), so every item has the same number of key tiles.
+A program loops over items ``pid, pid + grid, ...`` (persistent with one program per SM, or one item per
+program), with partitions sharing one K/V ring in shared memory:
 
 - a **loader** warpgroup (the default partition; one thread issues) makes the TMA copies: each consumer's
-  64-row Q tile (into its own buffer, refilled as soon as the consumer's last score MMA of a tile is done),
-  K and V tiles into ``STAGES`` buffers, each with its own ready / empty mbarrier (K and V separately, so
-  the scores of a tile can start before its V has landed); the ring runs on across work tiles, so the next
-  tile's keys load while the consumers finish the previous one;
-- ``NC`` (2 or 3) **consumer** warpgroups, each owning 64 of the tile's query rows.  Per key tile j a
+  64-row Q tile (into its own buffer, refilled as soon as the consumer's last score MMA of a row block is
+  done), K and V tiles into ``STAGES`` buffers, each with its own ready / empty mbarrier (K and V separately,
+  so the scores of a tile can start before its V has landed); the ring runs on across row blocks, so the
+  next one's keys load while the consumers finish the previous one;
+- ``NC`` (2 or 3) **consumer** warpgroups, each owning 64 of the row block's query rows.  Per key tile j a
   consumer issues the scores ``S_j = Q K_j^T`` and the previous tile's ``O += P_{j-1} V_{j-1}`` as
   asynchronous wgmma, waits for S_j only, and runs the softmax of tile j while the P·V wgmma is still on
   the tensor cores; P goes to the P·V wgmma straight from registers.  The consumers interleave on the
-  SM, so one's softmax overlaps another's matmuls.
+  SM, so one's softmax overlaps another's matmuls; with ``PINGPONG`` they take turns (mbarriers) to issue
+  their wgmma groups, in FlashAttention-3's manner.
 
 exp2 with ``sm_scale * log2(e)`` folded into one multiply; keys beyond LK (zero-filled by TMA) and the
-causal diagonal are masked only in the tiles that need it (the first tile is always run masked, which
-also covers row blocks that see no key: zero output, ``lse = +inf``).  Head dims that are not a power of
-two run padded: descriptors of width HEAD_DIM with [rows, BLOCK_D] boxes (the copy engine zero-fills
-the rest) and a clipped TMA store of the output, staged in its own buffer per consumer.
+causal diagonal are masked only in the tiles that need it (a first tile with no full key tile before it
+is run masked, which also covers row blocks that see no key: zero output, ``lse = +inf``).  Head dims that
+are not a power of two run padded: descriptors of width HEAD_DIM with [rows, BLOCK_D] boxes (the copy
+engine zero-fills the rest) and a clipped TMA store of the output, staged in its own buffer per consumer.
+fp8: Q, K, V and P in e4m3 (wgmma k = 32), V read position-contiguous (``V_T``: the K-major B operand fp8
+wgmma needs), the output in o_desc's type, scaled by ``o_scale``.
 """
 # (no "from __future__ import annotations": the aggregates below need their field types at run time)
 
@@ -51,12 +55,14 @@ class Smem:
     v_ready: gl.shared_memory_descriptor
     k_empty: gl.shared_memory_descriptor
     v_empty: gl.shared_memory_descriptor
+    turn: gl.shared_memory_descriptor  # [NC, 1]: consumer i may issue its next wgmma group (ping-pong)
 
     @gluon.constexpr_function
-    def __init__(self, q, o, k, v, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty):
+    def __init__(self, q, o, k, v, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty, turn):
         self.q, self.o, self.k, self.v = q, o, k, v
         self.q_ready, self.q_empty = q_ready, q_empty
         self.k_ready, self.v_ready, self.k_empty, self.v_empty = k_ready, v_ready, k_empty, v_empty
+        self.turn = turn
 
 
 @aggregate
@@ -67,24 +73,39 @@ class Problem:
     LQ: gl.tensor
     LK: gl.tensor
     n_m: gl.tensor  # row blocks per head
-    n_work: gl.tensor  # row blocks x batch·heads
+    n_items: gl.tensor  # work items: row blocks (pairs of them when causal) x batch·heads
     BLOCK_N: gl.constexpr
     NC: gl.constexpr
     CAUSAL: gl.constexpr
 
     @gluon.constexpr_function
-    def __init__(self, HQ, GROUP, LQ, LK, n_m, n_work, BLOCK_N, NC, CAUSAL):
-        self.HQ, self.GROUP, self.LQ, self.LK, self.n_m, self.n_work = HQ, GROUP, LQ, LK, n_m, n_work
+    def __init__(self, HQ, GROUP, LQ, LK, n_m, n_items, BLOCK_N, NC, CAUSAL):
+        self.HQ, self.GROUP, self.LQ, self.LK, self.n_m, self.n_items = HQ, GROUP, LQ, LK, n_m, n_items
         self.BLOCK_N, self.NC, self.CAUSAL = gl.constexpr(BLOCK_N), gl.constexpr(NC), gl.constexpr(CAUSAL)
 
     @gluon.jit
-    def tile(self, t):
-        """Work tile t -> (b, h, kv head, first row, batch·head, unmasked key tiles, key tiles)."""
-        # neighbouring programs share one head's K/V in L2; causal row blocks heaviest first
-        bh = t // self.n_m
-        pid_m = t % self.n_m
+    def sides(self, u):
+        """Row blocks in work item u: causal items pair row block k with n_m - 1 - k (equal work: k + 1 and
+        n_m - k key tiles), so items weigh the same; the middle block of an odd count is alone."""
         if self.CAUSAL:
-            pid_m = self.n_m - 1 - pid_m
+            k = u % gl.cdiv(self.n_m, 2)
+            return gl.where(2 * k + 1 == self.n_m, 1, 2)
+        else:
+            return gl.to_tensor(1)
+
+    @gluon.jit
+    def tile(self, u, side):
+        """Row block ``side`` of work item u -> (b, h, kv head, first row, batch·head, unmasked key tiles,
+        key tiles)."""
+        # neighbouring programs share one head's K/V in L2; the heavier row block of a causal pair first
+        if self.CAUSAL:
+            n_pairs = gl.cdiv(self.n_m, 2)
+            bh = u // n_pairs
+            k = u % n_pairs
+            pid_m = gl.where(side == 0, self.n_m - 1 - k, k)
+        else:
+            bh = u // self.n_m
+            pid_m = u % self.n_m
         m0 = pid_m * (self.NC * ROWS)
         # key tiles [0, n_full) need no mask, [n_full, n_tiles) do (causal diagonal, ragged tail); at least one.
         # The rule of _attn_tiles.kv_bounds (a Triton function, which Gluon code cannot call).
@@ -102,33 +123,55 @@ class Problem:
 
 
 @gluon.jit
-def _loader(q_desc, k_desc, v_desc, sm: Smem, pb: Problem, STAGES: gl.constexpr):
+def _loader(q_desc, k_desc, v_desc, sm: Smem, pb: Problem, STAGES: gl.constexpr, V_T: gl.constexpr):
     # Rank-4 (batch, head, position, dim) descriptors with [1, 1, rows, BLOCK_D] boxes: the 2-D buffers are
     # viewed as such for the copy.
     BLOCK_D: gl.constexpr = q_desc.block_type.shape[3]
     BLOCK_N: gl.constexpr = pb.BLOCK_N
     j = 0  # K/V ring position, continued across work tiles
     it = 0  # work tiles done by this program: the Q buffers' phase
-    for t in range(gl.program_id(0), pb.n_work, gl.num_programs(0)):
-        b, h, hk, m0, _, _, n_tiles = pb.tile(t)
-        for i in gl.static_range(pb.NC):
-            mbarrier.wait(sm.q_empty.index(i), (it & 1) ^ 1)
-            mbarrier.expect(sm.q_ready.index(i), q_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(q_desc, [b, h, m0 + i * ROWS, 0], sm.q_ready.index(i),
-                                            sm.q.index(i).reshape([1, 1, ROWS, BLOCK_D]))
-        for n in range(n_tiles):
-            s = j % STAGES
-            ph = (j // STAGES) & 1
-            mbarrier.wait(sm.k_empty.index(s), ph ^ 1)  # a fresh barrier counts as phase 1 complete
-            mbarrier.expect(sm.k_ready.index(s), k_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(k_desc, [b, hk, n * BLOCK_N, 0], sm.k_ready.index(s),
-                                            sm.k.index(s).reshape([1, 1, BLOCK_N, BLOCK_D]))
-            mbarrier.wait(sm.v_empty.index(s), ph ^ 1)
-            mbarrier.expect(sm.v_ready.index(s), v_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(v_desc, [b, hk, n * BLOCK_N, 0], sm.v_ready.index(s),
-                                            sm.v.index(s).reshape([1, 1, BLOCK_N, BLOCK_D]))
-            j += 1
-        it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
+    for u in range(gl.program_id(0), pb.n_items, gl.num_programs(0)):
+        for side in range(pb.sides(u)):
+            b, h, hk, m0, _, _, n_tiles = pb.tile(u, side)
+            for i in gl.static_range(pb.NC):
+                mbarrier.wait(sm.q_empty.index(i), (it & 1) ^ 1)
+                mbarrier.expect(sm.q_ready.index(i), q_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(q_desc, [b, h, m0 + i * ROWS, 0], sm.q_ready.index(i),
+                                                sm.q.index(i).reshape([1, 1, ROWS, BLOCK_D]))
+            for n in range(n_tiles):
+                s = j % STAGES
+                ph = (j // STAGES) & 1
+                mbarrier.wait(sm.k_empty.index(s), ph ^ 1)  # a fresh barrier counts as phase 1 complete
+                mbarrier.expect(sm.k_ready.index(s), k_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(k_desc, [b, hk, n * BLOCK_N, 0], sm.k_ready.index(s),
+                                                sm.k.index(s).reshape([1, 1, BLOCK_N, BLOCK_D]))
+                mbarrier.wait(sm.v_empty.index(s), ph ^ 1)
+                mbarrier.expect(sm.v_ready.index(s), v_desc.block_type.nbytes)
+                if V_T:  # (batch, head, dim, position) tiles: V stored position-contiguous
+                    tma.async_copy_global_to_shared(v_desc, [b, hk, 0, n * BLOCK_N], sm.v_ready.index(s),
+                                                    sm.v.index(s).reshape([1, 1, BLOCK_D, BLOCK_N]))
+                else:
+                    tma.async_copy_global_to_shared(v_desc, [b, hk, n * BLOCK_N, 0], sm.v_ready.index(s),
+                                                    sm.v.index(s).reshape([1, 1, BLOCK_N, BLOCK_D]))
+                j += 1
+            it += 1
+
+
+@gluon.jit
+def _turn_wait(sm: Smem, which: gl.constexpr, g, PINGPONG: gl.constexpr):
+    """Ping-pong: wait until it is this consumer's turn to issue its g-th wgmma group (consumer 0 first, then
+    1, ..., round robin), so one consumer's softmax runs while the next one's matmuls occupy the tensor cores."""
+    if PINGPONG:
+        if which == 0:
+            mbarrier.wait(sm.turn.index(which), (g & 1) ^ 1)  # a fresh barrier counts as phase 1 complete
+        else:
+            mbarrier.wait(sm.turn.index(which), g & 1)
+
+
+@gluon.jit
+def _turn_pass(sm: Smem, which: gl.constexpr, NC: gl.constexpr, PINGPONG: gl.constexpr):
+    if PINGPONG:
+        mbarrier.arrive(sm.turn.index((which + 1) % NC), count=1)
 
 
 @gluon.jit
@@ -139,9 +182,22 @@ def _scores(q_s, k_bufs, k_ready, j, s_zero, STAGES: gl.constexpr):
 
 
 @gluon.jit
+def _exp2_fma(x):
+    """2^x for x <= 0 on the FMA pipe instead of the MUFU unit (which does 16 exp2 per clock per SM, an eighth of
+    the FMA rate): 2^floor(x) put into the exponent bits of a cubic for 2^frac(x) (relative error < 1e-4,
+    below bf16's and e4m3's rounding); x < -127 gives 0 or a denormal."""
+    x = gl.maximum(x, -127.0)
+    j = gl.floor(x)
+    f = x - j
+    p = gl.fma(gl.fma(gl.fma(f, 0.07704988, 0.22766366), f, 0.69511271), f, 1.0)
+    return (p.to(gl.int32, bitcast=True) + (j.to(gl.int32) << 23)).to(gl.float32, bitcast=True)
+
+
+@gluon.jit
 def _softmax(s, m_i, l_i, rows, start_n, LK, diag, qk_scale, p_layout: gl.constexpr, BLOCK_N: gl.constexpr,
-             MASKED: gl.constexpr, CAUSAL: gl.constexpr, dtype: gl.constexpr):
-    """Online-softmax step on the scores of one tile: returns (P as an MMA operand, alpha, m, l)."""
+             MASKED: gl.constexpr, CAUSAL: gl.constexpr, dtype: gl.constexpr, EMU: gl.constexpr = False):
+    """Online-softmax step on the scores of one tile: returns (P as an MMA operand, alpha, m, l).  ``EMU``:
+    the exponentials of an unmasked tile on the FMA pipe (:func:`_exp2_fma`)."""
     if MASKED:
         cols = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s.type.layout))
         keep = gl.expand_dims(cols, 0) < LK
@@ -154,30 +210,56 @@ def _softmax(s, m_i, l_i, rows, start_n, LK, diag, qk_scale, p_layout: gl.conste
     else:
         m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
         m_use = m_new
-        p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))
+        if EMU:
+            p = _exp2_fma(s * qk_scale - gl.expand_dims(m_use, 1))
+        else:
+            p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))
     alpha = gl.exp2(m_i - m_use)
     l_i = l_i * alpha + gl.sum(p, 1)
     return gl.convert_layout(p.to(dtype), p_layout), alpha, m_new, l_i
 
 
 @gluon.jit
-def _steps(o, p, m_i, l_i, j0, lo, hi, n_tiles, sm, which: gl.constexpr, s_zero, rows, LK, diag, qk_scale,
+def _v_tile(v_bufs, s, V_T: gl.constexpr):
+    """Ring buffer s of V as the P·V wgmma's B operand ([BLOCK_N, BLOCK_D]); a position-contiguous
+    ([BLOCK_D, BLOCK_N]) tile is read K-major, the layout fp8 wgmma requires."""
+    if V_T:
+        return v_bufs.index(s).permute((1, 0))
+    else:
+        return v_bufs.index(s)
+
+
+@gluon.jit
+def _steps(o, p, m_i, l_i, j0, g0, lo, hi, n_tiles, sm, which: gl.constexpr, s_zero, rows, LK, diag, qk_scale,
            o_layout: gl.constexpr, p_layout: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-           MASKED: gl.constexpr, CAUSAL: gl.constexpr):
-    """Key tiles lo..hi-1 (ring positions j0 + n): S_n and O += P_{n-1} V_{n-1} in flight together, the
-    softmax of S_n under the P·V; the Q buffer is released after the tile's last score MMA."""
+           MASKED: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr, NC: gl.constexpr,
+           PINGPONG: gl.constexpr, EXP_EMU: gl.constexpr):
+    """Key tiles lo..hi-1 (ring positions j0 + n, wgmma groups g0 + n): S_n and O += P_{n-1} V_{n-1} in flight
+    together, the softmax of S_n under the P·V; the Q buffer is released after the tile's last score MMA."""
     for n in range(lo, hi):
         j = j0 + n
+        _turn_wait(sm, which, g0 + n, PINGPONG)
         s_tok = _scores(sm.q.index(which), sm.k, sm.k_ready, j, s_zero, STAGES)
         prev = (j - 1) % STAGES
         mbarrier.wait(sm.v_ready.index(prev), ((j - 1) // STAGES) & 1)
-        o_tok = warpgroup_mma(p, sm.v.index(prev), o, is_async=True)
+        o_tok = warpgroup_mma(p, _v_tile(sm.v, prev, V_T), o, is_async=True)
+        _turn_pass(sm, which, NC, PINGPONG)
         s = warpgroup_mma_wait(1, deps=(s_tok,))
         mbarrier.arrive(sm.k_empty.index(j % STAGES), count=1)
         if n == n_tiles - 1:
             mbarrier.arrive(sm.q_empty.index(which), count=1)
-        p, alpha, m_i, l_i = _softmax(s, m_i, l_i, rows, n * BLOCK_N, LK, diag, qk_scale, p_layout, BLOCK_N,
-                                      MASKED, CAUSAL, p.dtype)
+        # EXP_EMU k > 0: the last consumer takes its exponentials of every k-th unmasked tile on the FMA pipe,
+        # while the other consumers' go to the MUFU unit at the same time (1/(NC k) of them moved)
+        if EXP_EMU > 0 and not MASKED and which == NC - 1:
+            if n % EXP_EMU == 0:
+                p, alpha, m_i, l_i = _softmax(s, m_i, l_i, rows, n * BLOCK_N, LK, diag, qk_scale, p_layout,
+                                              BLOCK_N, MASKED, CAUSAL, p.dtype, True)
+            else:
+                p, alpha, m_i, l_i = _softmax(s, m_i, l_i, rows, n * BLOCK_N, LK, diag, qk_scale, p_layout,
+                                              BLOCK_N, MASKED, CAUSAL, p.dtype)
+        else:
+            p, alpha, m_i, l_i = _softmax(s, m_i, l_i, rows, n * BLOCK_N, LK, diag, qk_scale, p_layout, BLOCK_N,
+                                          MASKED, CAUSAL, p.dtype)
         o = warpgroup_mma_wait(0, deps=(o_tok,))
         mbarrier.arrive(sm.v_empty.index(prev), count=1)
         o = o * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
@@ -185,16 +267,20 @@ def _steps(o, p, m_i, l_i, j0, lo, hi, n_tiles, sm, which: gl.constexpr, s_zero,
 
 
 @gluon.jit
-def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale, STAGES: gl.constexpr):
+def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale, o_scale, STAGES: gl.constexpr,
+              V_T: gl.constexpr, PINGPONG: gl.constexpr, EXP_EMU: gl.constexpr):
     BLOCK_N: gl.constexpr = pb.BLOCK_N
+    NC: gl.constexpr = pb.NC
     BLOCK_D: gl.constexpr = o_desc.block_type.shape[3]
     CAUSAL: gl.constexpr = pb.CAUSAL
-    dtype: gl.constexpr = o_desc.dtype
+    dtype: gl.constexpr = sm.q.dtype  # of Q, K, V and P (16-bit, or fp8 e4m3)
+    MMA_K: gl.constexpr = 256 // dtype.primitive_bitwidth  # 16 for 16-bit operands, 32 for fp8
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, BLOCK_N, 16])
+                                                       instr_shape=[16, BLOCK_N, MMA_K])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, BLOCK_D, 16])
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+                                                       instr_shape=[16, BLOCK_D, MMA_K])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout,
+                                                 k_width=32 // dtype.primitive_bitwidth)
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
     LQ = pb.LQ
     LK = pb.LK
@@ -202,87 +288,119 @@ def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale,
     q_s = sm.q.index(which)
     o_s = sm.o.index(which)
     s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
-    j0 = 0  # K/V ring position of the work tile's first key tile
-    it = 0  # work tiles done by this program: the Q buffers' phase
-    for t in range(gl.program_id(0), pb.n_work, gl.num_programs(0)):
-        b, h, _, m0, bh, n_full, n_tiles = pb.tile(t)
-        r0 = m0 + which * ROWS
-        rows = r0 + gl.arange(0, ROWS, layout=row_layout)
-        o = gl.zeros([ROWS, BLOCK_D], gl.float32, o_layout)
-        m_i = gl.full([ROWS], float("-inf"), gl.float32, row_layout)
-        l_i = gl.zeros([ROWS], gl.float32, row_layout)
+    j0 = 0  # K/V ring position of the row block's first key tile
+    it = 0  # row blocks done by this program: the Q buffers' phase
+    for u in range(gl.program_id(0), pb.n_items, gl.num_programs(0)):
+        for side in range(pb.sides(u)):
+            b, h, _, m0, bh, n_full, n_tiles = pb.tile(u, side)
+            r0 = m0 + which * ROWS
+            rows = r0 + gl.arange(0, ROWS, layout=row_layout)
+            o = gl.zeros([ROWS, BLOCK_D], gl.float32, o_layout)
+            m_i = gl.full([ROWS], float("-inf"), gl.float32, row_layout)
+            l_i = gl.zeros([ROWS], gl.float32, row_layout)
 
-        mbarrier.wait(sm.q_ready.index(which), it & 1)
-        s = warpgroup_mma_wait(0, deps=(_scores(q_s, sm.k, sm.k_ready, j0, s_zero, STAGES),))
-        mbarrier.arrive(sm.k_empty.index(j0 % STAGES), count=1)
-        if n_tiles == 1:  # Q is read by no further score MMA of this tile
-            mbarrier.arrive(sm.q_empty.index(which), count=1)
-        p, _, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N, True, CAUSAL, dtype)
-        o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, 1, n_full, n_tiles, sm, which, s_zero, rows, LK, diag,
-                                qk_scale, o_layout, p_layout, BLOCK_N, STAGES, False, CAUSAL)
-        o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, gl.maximum(n_full, 1), n_tiles, n_tiles, sm, which, s_zero,
-                                rows, LK, diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES, True, CAUSAL)
-        last = (j0 + n_tiles - 1) % STAGES
-        mbarrier.wait(sm.v_ready.index(last), ((j0 + n_tiles - 1) // STAGES) & 1)
-        o = warpgroup_mma_wait(0, deps=(warpgroup_mma(p, sm.v.index(last), o, is_async=True),))
-        mbarrier.arrive(sm.v_empty.index(last), count=1)
+            # wgmma groups: S_0 alone, (S_n, P_{n-1} V_{n-1}) for n >= 1, the last P V alone; n_tiles + 1 per
+            # row block, numbered g0 + n (the ping-pong turns of all consumers follow the same numbering)
+            g0 = j0 + it
+            mbarrier.wait(sm.q_ready.index(which), it & 1)
+            _turn_wait(sm, which, g0, PINGPONG)
+            s_tok = _scores(q_s, sm.k, sm.k_ready, j0, s_zero, STAGES)
+            _turn_pass(sm, which, NC, PINGPONG)
+            s = warpgroup_mma_wait(0, deps=(s_tok,))
+            mbarrier.arrive(sm.k_empty.index(j0 % STAGES), count=1)
+            if n_tiles == 1:  # Q is read by no further score MMA of this row block
+                mbarrier.arrive(sm.q_empty.index(which), count=1)
+            if n_full > 0:  # the first key tile needs no mask
+                p, _alpha0, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N, False,
+                                          CAUSAL, dtype)
+            else:  # diagonal, ragged tail, or no key at all for some rows
+                p, _alpha0, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N, True,
+                                          CAUSAL, dtype)
+            o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, 1, n_full, n_tiles, sm, which, s_zero, rows, LK, diag,
+                                    qk_scale, o_layout, p_layout, BLOCK_N, STAGES, False, CAUSAL, V_T, NC, PINGPONG,
+                                    EXP_EMU)
+            o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, gl.maximum(n_full, 1), n_tiles, n_tiles, sm, which,
+                                    s_zero, rows, LK, diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES, True,
+                                    CAUSAL, V_T, NC, PINGPONG, EXP_EMU)
+            last = (j0 + n_tiles - 1) % STAGES
+            mbarrier.wait(sm.v_ready.index(last), ((j0 + n_tiles - 1) // STAGES) & 1)
+            _turn_wait(sm, which, g0 + n_tiles, PINGPONG)
+            o_tok = warpgroup_mma(p, _v_tile(sm.v, last, V_T), o, is_async=True)
+            _turn_pass(sm, which, NC, PINGPONG)
+            o = warpgroup_mma_wait(0, deps=(o_tok,))
+            mbarrier.arrive(sm.v_empty.index(last), count=1)
 
-        empty = l_i == 0.0
-        l_safe = gl.where(empty, 1.0, l_i)
-        lse = gl.where(empty, float("inf"), (m_i + gl.log2(l_safe)) * 0.6931471805599453)
-        gl.store(LSE + bh.to(gl.int64) * LQ + rows, lse, mask=rows < LQ)
-        o = o / gl.expand_dims(gl.convert_layout(l_safe, gl.SliceLayout(1, o_layout)), 1)
-        tma.store_wait(0)  # the previous tile's output has left o_s
-        o_s.store(o.to(dtype))
-        fence_async_shared()
-        tma.async_copy_shared_to_global(o_desc, [b, h, r0, 0], o_s.reshape([1, 1, ROWS, BLOCK_D]))
-        j0 += n_tiles
-        it += 1  # noqa: SIM113 (a Gluon loop: no enumerate)
+            empty = l_i == 0.0
+            l_safe = gl.where(empty, 1.0, l_i)
+            lse = gl.where(empty, float("inf"), (m_i + gl.log2(l_safe)) * 0.6931471805599453)
+            gl.store(LSE + bh.to(gl.int64) * LQ + rows, lse, mask=rows < LQ)
+            o = o * gl.expand_dims(gl.convert_layout(o_scale / l_safe, gl.SliceLayout(1, o_layout)), 1)
+            tma.store_wait(0)  # the previous row block's output has left o_s
+            o_s.store(o.to(o_desc.dtype))
+            fence_async_shared()
+            tma.async_copy_shared_to_global(o_desc, [b, h, r0, 0], o_s.reshape([1, 1, ROWS, BLOCK_D]))
+            j0 += n_tiles
+            it += 1
     tma.store_wait(0)
 
 
 @gluon.jit
-def _consumer0(o_desc, LSE, sm: Smem, pb: Problem, qk_scale, STAGES: gl.constexpr):
-    _consumer(0, o_desc, LSE, sm, pb, qk_scale, STAGES)
+def _consumer0(o_desc, LSE, sm: Smem, pb: Problem, qk_scale, o_scale, STAGES: gl.constexpr, V_T: gl.constexpr,
+               PINGPONG: gl.constexpr, EXP_EMU: gl.constexpr):
+    _consumer(0, o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG, EXP_EMU)
 
 
 @gluon.jit
-def _consumer1(o_desc, LSE, sm: Smem, pb: Problem, qk_scale, STAGES: gl.constexpr):
-    _consumer(1, o_desc, LSE, sm, pb, qk_scale, STAGES)
+def _consumer1(o_desc, LSE, sm: Smem, pb: Problem, qk_scale, o_scale, STAGES: gl.constexpr, V_T: gl.constexpr,
+               PINGPONG: gl.constexpr, EXP_EMU: gl.constexpr):
+    _consumer(1, o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG, EXP_EMU)
 
 
 @gluon.jit
-def _consumer2(o_desc, LSE, sm: Smem, pb: Problem, qk_scale, STAGES: gl.constexpr):
-    _consumer(2, o_desc, LSE, sm, pb, qk_scale, STAGES)
+def _consumer2(o_desc, LSE, sm: Smem, pb: Problem, qk_scale, o_scale, STAGES: gl.constexpr, V_T: gl.constexpr,
+               PINGPONG: gl.constexpr, EXP_EMU: gl.constexpr):
+    _consumer(2, o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG, EXP_EMU)
 
 
 @gluon.jit
-def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_work, qk_scale,
+def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_items, qk_scale, o_scale,
                 BLOCK_N: gl.constexpr, STAGES: gl.constexpr, NC: gl.constexpr, CAUSAL: gl.constexpr,
-                CONSUMER_REGS: gl.constexpr):
-    """q/k/v/o_desc: host tensor descriptors over (B, H, L, HEAD_DIM) with [1, 1, rows, BLOCK_D] boxes
-    (64 rows for q and o, BLOCK_N for k and v); LSE (B, HQ, LQ) float32; NC consumer warpgroups;
-    n_work = cdiv(LQ, NC * 64) * B * HQ work tiles over the persistent grid."""
+                CONSUMER_REGS: gl.constexpr, V_T: gl.constexpr, PINGPONG: gl.constexpr, EXP_EMU: gl.constexpr):
+    """q/k/o_desc: host tensor descriptors over (B, H, L, HEAD_DIM) with [1, 1, rows, BLOCK_D] boxes (64 rows
+    for q and o, BLOCK_N for k); v_desc the same as k's, or with ``V_T`` over (B, H, HEAD_DIM, L) with
+    [1, 1, BLOCK_D, BLOCK_N] boxes (V stored position-contiguous: required for fp8).  Q/K/V fp16, bf16 or
+    fp8 e4m3 (P is rounded to their type for the P·V product); the output of o_desc's type (fp8 inputs: bf16,
+    fp16 or fp32) is multiplied by ``o_scale`` (the fp8 V descale; 1.0 otherwise).  LSE (B, HQ, LQ) float32;
+    NC consumer warpgroups; ``n_items`` work items over the grid: cdiv(LQ, NC * 64) row blocks per batch·head,
+    or cdiv(that, 2) pairs of them when causal."""
     dtype: gl.constexpr = q_desc.dtype
     BLOCK_D: gl.constexpr = q_desc.block_type.shape[3]
     # to_tensor: Triton passes integer arguments equal to 1 as constants
     pb = Problem(gl.to_tensor(HQ), gl.to_tensor(GROUP), gl.to_tensor(LQ), gl.to_tensor(LK),
-                 gl.to_tensor(gl.cdiv(LQ, NC * ROWS)), gl.to_tensor(n_work), BLOCK_N, NC, CAUSAL)
+                 gl.to_tensor(gl.cdiv(LQ, NC * ROWS)), gl.to_tensor(n_items), BLOCK_N, NC, CAUSAL)
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BLOCK_D], dtype)
-    kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_D], dtype)
+    o_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BLOCK_D], o_desc.dtype)
+    k_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_D], dtype)
+    if V_T:
+        v_buf = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_D, BLOCK_N],
+                                          gl.NVMMASharedLayout.get_default_for([BLOCK_D, BLOCK_N], dtype))
+    else:
+        v_buf = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_D], k_layout)
     bar: gl.constexpr = mbarrier.MBarrierLayout()
     sm = Smem(gl.allocate_shared_memory(dtype, [NC, ROWS, BLOCK_D], q_layout),
-              gl.allocate_shared_memory(dtype, [NC, ROWS, BLOCK_D], q_layout),
-              gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_D], kv_layout),
-              gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_D], kv_layout),
+              gl.allocate_shared_memory(o_desc.dtype, [NC, ROWS, BLOCK_D], o_layout),
+              gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_D], k_layout),
+              v_buf,
               gl.allocate_shared_memory(gl.int64, [NC, 1], bar), gl.allocate_shared_memory(gl.int64, [NC, 1], bar),
               gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar),
               gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar),
               gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar),
-              gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar))
+              gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar),
+              gl.allocate_shared_memory(gl.int64, [NC, 1], bar))
     for i in gl.static_range(NC):
         mbarrier.init(sm.q_ready.index(i), count=1)
         mbarrier.init(sm.q_empty.index(i), count=1)
+        mbarrier.init(sm.turn.index(i), count=1)
     for i in gl.static_range(STAGES):
         mbarrier.init(sm.k_ready.index(i), count=1)
         mbarrier.init(sm.v_ready.index(i), count=1)
@@ -293,14 +411,14 @@ def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_work, 
     # the default partition fails to compile ("not in a context with ttg.num-warps"), in a worker it does not.
     if NC == 2:
         gl.warp_specialize([
-            (_loader, (q_desc, k_desc, v_desc, sm, pb, STAGES)),
-            (_consumer0, (o_desc, LSE, sm, pb, qk_scale, STAGES)),
-            (_consumer1, (o_desc, LSE, sm, pb, qk_scale, STAGES)),
+            (_loader, (q_desc, k_desc, v_desc, sm, pb, STAGES, V_T)),
+            (_consumer0, (o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG, EXP_EMU)),
+            (_consumer1, (o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG, EXP_EMU)),
         ], [4, 4], [CONSUMER_REGS, CONSUMER_REGS])
     else:
         gl.warp_specialize([
-            (_loader, (q_desc, k_desc, v_desc, sm, pb, STAGES)),
-            (_consumer0, (o_desc, LSE, sm, pb, qk_scale, STAGES)),
-            (_consumer1, (o_desc, LSE, sm, pb, qk_scale, STAGES)),
-            (_consumer2, (o_desc, LSE, sm, pb, qk_scale, STAGES)),
+            (_loader, (q_desc, k_desc, v_desc, sm, pb, STAGES, V_T)),
+            (_consumer0, (o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG, EXP_EMU)),
+            (_consumer1, (o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG, EXP_EMU)),
+            (_consumer2, (o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG, EXP_EMU)),
         ], [4, 4, 4], [CONSUMER_REGS, CONSUMER_REGS, CONSUMER_REGS])

@@ -61,6 +61,8 @@ DQ_CONFIGS: dict[int, list[tuple]] = {
     128: [(128, 64, 8, 3, True), (128, 64, 8, 3, False), (128, 128, 8, 2, True)],
     256: [(64, 32, 4, 2, False), (64, 64, 8, 2, False)],
 }
+# backward used by impl="auto": "triton" (2 kernels, deterministic) or "fused" (kernels/attention_bwd_fused.py)
+BWD_IMPL: str = "triton"
 # fp8 forward (e4m3 q/k/v; tiles are half the bytes, so deeper pipelines / wider KV tiles fit).
 FP8_FWD_CONFIGS: dict[int, list[tuple]] = {
     64: [(128, 128, 4, 3, True), (128, 128, 8, 3, True), (128, 64, 4, 3, False)],
@@ -190,6 +192,7 @@ def attention_forward_fp8(
     use_tma: bool | None = None,
     out: torch.Tensor | None = None,
     lse: torch.Tensor | None = None,
+    impl: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """fp8 (e4m3) forward: attention of ``q*q_scale``, ``k*k_scale``, ``v*v_scale`` (per-tensor descales,
     e.g. from :func:`quantize_fp8`); returns ``(out, lse)`` with ``out`` in ``out_dtype`` (bf16, fp16 or fp32).
@@ -197,23 +200,41 @@ def attention_forward_fp8(
     p is rounded to e4m3 for the p·v product.  v may be stored position-contiguous (its length stride
     1, e.g. ``vt.transpose(-1, -2)`` of a (B, H, D, L) tensor in "bhld"): the fp8 MMA then reads it
     K-major straight from memory, which is the fast layout on Hopper.
+    ``impl``: "auto" runs the warp-specialised Gluon kernel where it can run (Hopper, v position-contiguous,
+    head dim 64..128, TMA-compatible strides) and measured faster (``attention_ws.preferred_fp8``), the Triton
+    kernel elsewhere; "triton" / "gluon" force one.
     """
     dims = check_attention(q, k, v, layout, HEAD_DIMS, dtypes=FP8_DTYPES)
     if out_dtype not in (torch.bfloat16, torch.float16, torch.float32):
         raise ValueError(f"out_dtype must be bfloat16, float16 or float32, got {out_dtype}")
+    if impl not in ("auto", "triton", "gluon"):
+        raise ValueError(f"impl must be 'auto', 'triton' or 'gluon', got {impl!r}")
     scale = 1.0 / math.sqrt(dims.head_dim) if sm_scale is None else float(sm_scale)
     out, lse = _prepare_out(dims, q, out_dtype, out, lse)
+    qk_scale = scale * LOG2E * float(q_scale) * float(k_scale)
+    wants_gluon = impl == "gluon" or (impl == "auto" and config is None and use_tma is None
+                                      and attention_ws.preferred_fp8(dims, causal))
+    gluon_ok = wants_gluon and attention_ws.eligible_fp8(q, k, v, out, dims.head_dim, layout)
+    if impl == "gluon" and not gluon_ok:
+        raise ValueError(f"the Gluon fp8 forward cannot run these inputs ({attention_ws.status()}; it needs an "
+                         f"sm_90 GPU, v stored position-contiguous, head dim {attention_ws.FP8_MIN_HEAD_DIM}.."
+                         f"{attention_ws.MAX_HEAD_DIM} and 16-byte aligned strides)")
     if out.numel() == 0:
         return out, lse
     if dims.len_k == 0:
         out.zero_()
         lse.fill_(float("inf"))
         return out, lse
+    if gluon_ok:
+        if attention_ws.forward(q, k, v, out, lse, dims, layout, causal, qk_scale, o_scale=float(v_scale)):
+            return out, lse
+        if impl == "gluon":
+            raise RuntimeError(f"the Gluon forward did not build: {attention_ws.status()}")
     v_t = layout_strides(v, layout)[2] == 1 and dims.len_k > 1
     vt_view = v.transpose(1, 3) if layout == "blhd" else v.transpose(2, 3)
     eligible = tma_ok(q, k, out) and tma_ok(vt_view if v_t else v)
-    _launch_fwd(_attn_fwd_fp8_tuned, q, k, v, out, lse, dims, layout, causal,
-                scale * LOG2E * float(q_scale) * float(k_scale), float(v_scale), eligible, use_tma, config, v_t)
+    _launch_fwd(_attn_fwd_fp8_tuned, q, k, v, out, lse, dims, layout, causal, qk_scale, float(v_scale), eligible,
+                use_tma, config, v_t)
     return out, lse
 
 
@@ -233,12 +254,18 @@ def attention_backward(
     dq: torch.Tensor | None = None,
     dk: torch.Tensor | None = None,
     dv: torch.Tensor | None = None,
+    impl: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gradients (dq, dk, dv) of attention, from the forward's output and log-sum-exp.
 
-    ``dq``/``dk``/``dv`` may be given preallocated; ``configs`` = (dkdv config, dq config).
+    ``dq``/``dk``/``dv`` may be given preallocated.  ``impl``: "triton" is the deterministic 2-kernel scheme
+    (a dK/dV kernel and a dQ kernel; ``configs`` = (dkdv config, dq config)); "fused" is one kernel computing
+    S and dP once per tile pair and adding dQ into an fp32 scratch with atomics (``kernels/attention_bwd_fused.py``;
+    dq is **not bitwise deterministic**; ``configs[0]`` is its config); "auto" is ``BWD_IMPL``.
     """
     dims = check_attention(q, k, v, layout, HEAD_DIMS)
+    if impl not in ("auto", "triton", "fused"):
+        raise ValueError(f"impl must be 'auto', 'triton' or 'fused', got {impl!r}")
     for name, t in (("grad_out", do), ("out", out)):
         if tuple(t.shape) != tuple(q.shape) or t.device != q.device:
             raise ValueError(f"{name} must have q's shape {tuple(q.shape)} and device, got {tuple(t.shape)}")
@@ -253,6 +280,13 @@ def attention_backward(
         check_buffer(name, t, tuple(ref.shape), ref.dtype, ref.device)
     if dims.len_q == 0 or dims.len_k == 0 or dims.batch == 0:
         return dq.zero_(), dk.zero_(), dv.zero_()
+    if (BWD_IMPL if impl == "auto" else impl) == "fused":
+        from kernels import attention_bwd_fused
+
+        attention_bwd_fused.fused_backward(do, q, k, v, out, lse, dq, dk, dv, dims, layout, causal, scale,
+                                           attention_path(q, k, v, do) == "hopper", config=configs[0],
+                                           use_tma=use_tma)
+        return dq, dk, dv
     delta = torch.empty_like(lse)
     pre_bm = 64
     _bwd_preprocess[(triton.cdiv(dims.len_q, pre_bm), dims.batch * dims.heads_q)](

@@ -3,7 +3,9 @@
 :func:`kernels.attention.attention_forward` routes here when :func:`eligible` says the kernel can run
 (sm_90, fp16/bf16, head dim <= 128, TMA-compatible strides, a Triton whose Gluon API it compiles with),
 :func:`preferred` says it is the faster kernel for these shapes and ``ENABLED`` is on; everything else
-keeps the Triton kernel.  If Triton cannot build the Gluon kernel on this machine, the first call says so
+keeps the Triton kernel.  :func:`kernels.attention.attention_forward_fp8` routes here when
+:func:`eligible_fp8` says the fp8 variant can run (e4m3 inputs, V stored position-contiguous, head dim
+64..128).  If Triton cannot build the Gluon kernel on this machine, the first call says so
 once (``RuntimeWarning``) and the Triton kernel is used from then on.
 """
 
@@ -31,17 +33,24 @@ else:
 ENABLED = True
 ROWS = 64  # query rows per consumer warpgroup (the kernel's _attn_fwd_ws.ROWS)
 MAX_HEAD_DIM = 128
-# (BLOCK_D, causal) -> (BLOCK_N, STAGES, consumer warpgroups, persistent): K and V tiles of BLOCK_N keys,
-# STAGES of each in shared memory, each consumer owning 64 query rows (three consumers, selectable up to
-# BLOCK_D 64, measured no faster than two).  Persistent (one program per SM looping over the work tiles)
-# measured faster without a causal mask; with one, the tiles' work differs and one program per tile
-# balances better (H100, kernels/NOTES.md session 6).
-CONFIGS: dict[tuple[int, bool], tuple[int, int, int, bool]] = {
-    (128, False): (128, 2, 2, True), (128, True): (128, 2, 2, False),
-    (64, False): (128, 3, 2, True), (64, True): (128, 3, 2, False),
-    (32, False): (128, 3, 2, True), (32, True): (128, 3, 2, False),
-    (16, False): (128, 3, 2, True), (16, True): (128, 3, 2, False),
+# (BLOCK_D, causal) -> (BLOCK_N, STAGES, consumer warpgroups, persistent, ping-pong): K and V tiles of BLOCK_N
+# keys, STAGES of each in shared memory, each consumer owning 64 query rows (three consumers, selectable up to
+# BLOCK_D 64, measured no faster than two); persistent: one program per SM looping over the work items, else
+# one program per item (causal items are pairs of row blocks of equal total work); ping-pong: the consumers
+# take turns to issue their wgmma groups (kernels/NOTES.md, sessions 6 and 7, H100).
+Config = tuple  # (BLOCK_N, STAGES, consumers, persistent, ping-pong[, EXP_EMU])
+CONFIGS: dict[tuple[int, bool], Config] = {
+    (128, False): (128, 2, 2, True, False), (128, True): (128, 2, 2, False, False),
+    (64, False): (128, 3, 2, True, False), (64, True): (128, 3, 2, False, False),
+    (32, False): (128, 3, 2, True, False), (32, True): (128, 3, 2, False, False),
+    (16, False): (128, 3, 2, True, False), (16, True): (128, 3, 2, False, False),
 }
+# fp8 (e4m3) inputs, V position-contiguous: (BLOCK_D, causal) -> the same tuple.
+FP8_CONFIGS: dict[tuple[int, bool], Config] = {
+    (128, False): (128, 3, 2, True, False), (128, True): (128, 3, 2, False, False),
+    (64, False): (128, 3, 2, True, False), (64, True): (128, 3, 2, False, False),
+}
+FP8_MIN_HEAD_DIM = 64  # fp8 wgmma reads 32-byte K steps; smaller head dims keep the Triton kernel
 # consumers -> (registers per consumer thread after setmaxnreg, launch-time maxnreg): 4 + 4 * consumers warps
 # share the 64K register file; the loader warpgroup keeps 24 per thread.
 REGISTERS = {2: (240, 168), 3: (160, 128)}
@@ -49,10 +58,11 @@ _broken: list[str] = []  # the compile error, once the kernel failed to build he
 
 
 # Where "auto" prefers the Gluon kernel (given eligible()), from the H100 measurements (kernels/NOTES.md
-# session 6): every padded head dim it runs, except causal at head dims <= 64, where the Triton kernel was
-# as fast at L4096 and faster at L512.
+# sessions 6 and 7): every padded head dim it runs, except causal at head dims <= 64 with short keys, where
+# the Triton kernel was faster (call 2: L512 0.089 against 0.113 ms; L4096 0.394 against 0.350 ms, Gluon ahead).
 PREFER_BLOCK_D = (16, 32, 64, 128)
 PREFER_CAUSAL_MIN_BLOCK_D = 128
+PREFER_CAUSAL_SMALL_D_MIN_LEN = 2048  # measured at 512 (Triton faster) and 4096 (Gluon faster) only
 
 
 def eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, head_dim: int) -> bool:
@@ -64,44 +74,96 @@ def eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
     return torch.cuda.get_device_capability(q.device) == (9, 0) and tma_ok(q, k, v, out)
 
 
+def eligible_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, head_dim: int,
+                 layout: str) -> bool:
+    """True when the Gluon forward can run these fp8 tensors: e4m3 q/k/v with v stored position-contiguous
+    (its length stride 1, the K-major layout fp8 wgmma needs), a bf16/fp16/fp32 output, head dim 64..128."""
+    if not ENABLED or attn_fwd_ws is None or _broken or interpreting() or q.device.type != "cuda":
+        return False
+    if any(t.dtype != torch.float8_e4m3fn for t in (q, k, v)) or not FP8_MIN_HEAD_DIM <= head_dim <= MAX_HEAD_DIM:
+        return False
+    if out.dtype not in (torch.bfloat16, torch.float16, torch.float32) or layout_strides(v, layout)[2] != 1:
+        return False
+    return torch.cuda.get_device_capability(q.device) == (9, 0) and tma_ok(q, k, out, _v_rows(v, layout))
+
+
+# Where "auto" prefers the Gluon fp8 kernel (given eligible_fp8()), from the H100 measurements (kernels/NOTES.md
+# session 7, call 3): head dim 128 without a mask up to 4096 keys (L512: 0.116-0.121 ms against the Triton
+# kernel's 0.158; L4096 within 2 %); the Triton fp8 kernel measured faster at d64 (0.517 against 0.698 ms), with
+# a causal mask at L512 (0.122 against 0.146) and at L16384 (3-5 %).
+PREFER_FP8_BLOCK_D = 128
+PREFER_FP8_MAX_LEN = 4096
+
+
+def preferred_fp8(dims: AttnDims, causal: bool) -> bool:
+    """True where fp8 "auto" should take the Gluon kernel (given :func:`eligible_fp8`): where it measured faster."""
+    return padded_dim(dims.head_dim) == PREFER_FP8_BLOCK_D and not causal and dims.len_k <= PREFER_FP8_MAX_LEN
+
+
+def _v_rows(v: torch.Tensor, layout: str) -> torch.Tensor:
+    """(B, H, D, L) view of a position-contiguous v (last stride 1), as the copy engine reads it."""
+    return v.transpose(2, 3) if layout == "bhld" else v.permute(0, 2, 3, 1)
+
+
 def preferred(dims: AttnDims, causal: bool) -> bool:
     """True where "auto" should take the Gluon kernel (given :func:`eligible`): where it measured faster."""
     block_d = padded_dim(dims.head_dim)
-    return block_d in PREFER_BLOCK_D and (not causal or block_d >= PREFER_CAUSAL_MIN_BLOCK_D)
+    return block_d in PREFER_BLOCK_D and (not causal or block_d >= PREFER_CAUSAL_MIN_BLOCK_D
+                                          or dims.len_k >= PREFER_CAUSAL_SMALL_D_MIN_LEN)
 
 
 @functools.cache
-def _smem_layout(rows: int, block_d: int, dtype: torch.dtype):
-    return gl.NVMMASharedLayout.get_default_for([1, 1, rows, block_d],
-                                                gl.bfloat16 if dtype == torch.bfloat16 else gl.float16)
+def _smem_layout(box: tuple[int, int], dtype: torch.dtype):
+    gl_type = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16, torch.float32: gl.float32,
+               torch.float8_e4m3fn: gl.float8e4nv}[dtype]
+    return gl.NVMMASharedLayout.get_default_for([1, 1, *box], gl_type)
 
 
-def _descriptor(t: torch.Tensor, layout: str, batch: int, heads: int, length: int, head_dim: int, rows: int):
+def _descriptor(t: torch.Tensor, layout: str, batch: int, heads: int, length: int, head_dim: int, rows: int,
+                transposed: bool = False):
     """Rank-4 (batch, head, position, dim) tensor descriptor over ``t`` (either layout, read in place) with
-    [1, 1, rows, BLOCK_D] boxes: positions >= length and dims >= head_dim read as zero, stores clipped."""
+    [1, 1, rows, BLOCK_D] boxes: positions >= length and dims >= head_dim read as zero, stores clipped.
+    ``transposed``: (batch, head, dim, position) with [1, 1, BLOCK_D, rows] boxes, for a position-contiguous
+    ``t``."""
     block_d = padded_dim(head_dim)
-    sb, sh, sl, _ = layout_strides(t, layout)
+    sb, sh, sl, sd = layout_strides(t, layout)
+    if transposed:
+        return TensorDescriptor(t, [batch, heads, head_dim, length], [sb, sh, sd, 1], [1, 1, block_d, rows],
+                                _smem_layout((block_d, rows), t.dtype))
     return TensorDescriptor(t, [batch, heads, length, head_dim], [sb, sh, sl, 1], [1, 1, rows, block_d],
-                            _smem_layout(rows, block_d, t.dtype))
+                            _smem_layout((rows, block_d), t.dtype))
+
+
+def work_items(dims: AttnDims, causal: bool, consumers: int) -> int:
+    """The kernel's work items: row blocks of NC * 64 queries per batch·head, paired (first with last, ...)
+    when causal so that every item has the same number of key tiles."""
+    row_blocks = triton.cdiv(dims.len_q, ROWS * consumers)
+    return (triton.cdiv(row_blocks, 2) if causal else row_blocks) * dims.batch * dims.heads_q
 
 
 def forward(q, k, v, out, lse, dims: AttnDims, layout: str, causal: bool, qk_scale: float,
-            config: tuple[int, int, int, bool] | None = None) -> bool:
+            config: Config | None = None, *, o_scale: float = 1.0) -> bool:
     """Launch the Gluon forward; False (nothing written) when the kernel cannot be built here.
 
-    ``config`` = (BLOCK_N, STAGES, consumers, persistent) overrides ``CONFIGS``."""
-    block_n, stages, consumers, persistent = config or CONFIGS[(padded_dim(dims.head_dim), bool(causal))]
+    fp8 inputs (given :func:`eligible_fp8`) read v position-contiguous and scale the output by ``o_scale``
+    (v's descale).  ``config`` = (BLOCK_N, STAGES, consumers, persistent, ping-pong[, EXP_EMU]) overrides
+    ``CONFIGS`` / ``FP8_CONFIGS``; EXP_EMU k > 0 moves the last consumer's exponentials of every k-th unmasked
+    key tile from the MUFU unit to the FMA pipe."""
+    fp8 = q.dtype == torch.float8_e4m3fn
+    table = FP8_CONFIGS if fp8 else CONFIGS
+    block_n, stages, consumers, persistent, pingpong, *emu = config or table[(padded_dim(dims.head_dim), bool(causal))]
     regs, maxnreg = REGISTERS[consumers]
     b, d = dims.batch, dims.head_dim
     descs = (_descriptor(q, layout, b, dims.heads_q, dims.len_q, d, ROWS),
              _descriptor(k, layout, b, dims.heads_kv, dims.len_k, d, block_n),
-             _descriptor(v, layout, b, dims.heads_kv, dims.len_k, d, block_n),
+             _descriptor(v, layout, b, dims.heads_kv, dims.len_k, d, block_n, transposed=fp8),
              _descriptor(out, layout, b, dims.heads_q, dims.len_q, d, ROWS))
-    n_work = triton.cdiv(dims.len_q, ROWS * consumers) * b * dims.heads_q
-    grid = (min(n_work, sm_count(q.device, 1)) if persistent else n_work,)
+    n_items = work_items(dims, causal, consumers)
+    grid = (min(n_items, sm_count(q.device, 1)) if persistent else n_items,)
     try:
-        attn_fwd_ws[grid](*descs, lse, dims.heads_q, dims.group, dims.len_q, dims.len_k, n_work, qk_scale,
-                          BLOCK_N=block_n, STAGES=stages, NC=consumers, CAUSAL=bool(causal), CONSUMER_REGS=regs,
+        attn_fwd_ws[grid](*descs, lse, dims.heads_q, dims.group, dims.len_q, dims.len_k, n_items, qk_scale,
+                          float(o_scale), BLOCK_N=block_n, STAGES=stages, NC=consumers, CAUSAL=bool(causal),
+                          CONSUMER_REGS=regs, V_T=fp8, PINGPONG=bool(pingpong), EXP_EMU=int(emu[0]) if emu else 0,
                           num_warps=4, maxnreg=maxnreg)
     except (triton.CompilationError, RuntimeError) as exc:  # compile or PTX errors: not a launch failure
         if "CUDA error" in str(exc):

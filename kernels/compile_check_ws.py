@@ -5,12 +5,13 @@ differs, and device time is scarce, so every kernel change is built here first, 
 with ptxas's register and spill report:
 
     python3.11 -m pip install --no-deps --target /tmp/t36/site311 /opt/pypi/files/triton-3.6.0-cp311-*.whl
-    python3.11 kernels/compile_check_ws.py "" "causal=True" "d=64,nc=3,regs=160,maxnreg=128" "ones=('GROUP',)"
+    python3.11 kernels/compile_check_ws.py "" "causal=True" "d=64,nc=3,regs=160,maxnreg=128" "ones=('GROUP',)" \
+        "dt='fp8e4nv',out='bf16',v_t=True,stages=3"
 
 Each argument is one configuration, keyword arguments of :func:`check` (defaults: d128, BLOCK_N 128,
-2 stages, 2 consumers, bf16).  ``ones`` lists integer arguments passed as the constant 1, as Triton's
-launcher does when an argument equals 1 (the kernel must build then too).  Triton is imported from
-``TRITON_SITE`` (default /tmp/t36/site311); no torch is needed.
+2 stages, 2 consumers, bf16 in and out, V read row-major).  ``ones`` lists integer arguments passed as the
+constant 1, as Triton's launcher does when an argument equals 1 (the kernel must build then too).
+Triton is imported from ``TRITON_SITE`` (default /tmp/t36/site311); no torch is needed.
 """
 
 import os
@@ -30,29 +31,37 @@ from kernels._attn_fwd_ws import attn_fwd_ws
 TARGET = GPUTarget("cuda", 90, 128)
 
 
-def _descriptor_type(dtype: str, rows: int, block_d: int) -> str:
-    gdt = {"bf16": gl.bfloat16, "fp16": gl.float16}[dtype]
-    layout = gl.NVMMASharedLayout.get_default_for([1, 1, rows, block_d], gdt)
-    return f"tensordesc<{dtype}[1, 1, {rows}, {block_d}],{layout!r}>"
+_GL_TYPES = {"bf16": gl.bfloat16, "fp16": gl.float16, "fp32": gl.float32, "fp8e4nv": gl.float8e4nv}
+
+
+def _descriptor_type(dtype: str, box: tuple[int, int]) -> str:
+    layout = gl.NVMMASharedLayout.get_default_for([1, 1, *box], _GL_TYPES[dtype])
+    return f"tensordesc<{dtype}[1, 1, {box[0]}, {box[1]}],{layout!r}>"
 
 
 def check(d: int = 128, bn: int = 128, stages: int = 2, nc: int = 2, causal: bool = False, regs: int = 240,
-          maxnreg: int = 168, dt: str = "bf16", ones: tuple[str, ...] = ()) -> bool:
-    """Build one configuration; print shared memory, wgmma count and ptxas's spill line.  True if it built."""
+          maxnreg: int = 168, dt: str = "bf16", out: str = "", v_t: bool = False, pp: bool = False, emu: int = 0,
+          ones: tuple[str, ...] = ()) -> bool:
+    """Build one configuration; print shared memory, wgmma count and ptxas's spill line.  True if it built.
+
+    ``dt``: the inputs' type (bf16, fp16, fp8e4nv); ``out``: the output's (default: dt); ``v_t``: V read
+    position-contiguous ([BLOCK_D, BLOCK_N] boxes); ``pp``: ping-pong turns between the consumers; ``emu``: EXP_EMU."""
     block_d = max(16, 1 << (d - 1).bit_length())
-    const = dict(BLOCK_N=bn, STAGES=stages, NC=nc, CAUSAL=causal, CONSUMER_REGS=regs, **{o: 1 for o in ones})
+    const = dict(BLOCK_N=bn, STAGES=stages, NC=nc, CAUSAL=causal, CONSUMER_REGS=regs, V_T=v_t,
+                 PINGPONG=pp, EXP_EMU=emu, **{o: 1 for o in ones})
+    boxes = {"q_desc": (dt, (64, block_d)), "o_desc": (out or dt, (64, block_d)), "k_desc": (dt, (bn, block_d)),
+             "v_desc": (dt, (block_d, bn) if v_t else (bn, block_d))}
     sig = {}
     for name in attn_fwd_ws.arg_names:
         if name in const:
             sig[name] = "constexpr"
-        elif name in ("q_desc", "o_desc"):
-            sig[name] = _descriptor_type(dt, 64, block_d)
-        elif name in ("k_desc", "v_desc"):
-            sig[name] = _descriptor_type(dt, bn, block_d)
+        elif name in boxes:
+            sig[name] = _descriptor_type(*boxes[name])
         else:
-            sig[name] = {"LSE": "*fp32", "qk_scale": "fp32"}.get(name, "i32")
+            sig[name] = {"LSE": "*fp32", "qk_scale": "fp32", "o_scale": "fp32"}.get(name, "i32")
     attrs = {(attn_fwd_ws.arg_names.index("LSE"),): [["tt.divisibility", 16]]}
-    tag = f"d{d} bn{bn} stages{stages} consumers{nc} causal={causal} regs={regs}/{maxnreg} {dt} ones={ones}"
+    tag = (f"d{d} bn{bn} stages{stages} consumers{nc} causal={causal} regs={regs}/{maxnreg} {dt}->{out or dt} "
+           f"v_t={v_t} pp={pp} emu={emu} ones={ones}")
     try:
         kernel = triton.compile(ASTSource(fn=attn_fwd_ws, signature=sig, constexprs=const, attrs=attrs),
                                 target=TARGET, options={"num_warps": 4, "num_stages": 1, "maxnreg": maxnreg})
@@ -61,7 +70,7 @@ def check(d: int = 128, bn: int = 128, stages: int = 2, nc: int = 2, causal: boo
         print(f"FAIL {tag}: {type(exc).__name__}: {lines[-1] if lines else ''}", flush=True)
         return False
     ptx = kernel.asm["ptx"]
-    path = f"/tmp/attn_fwd_ws_{d}_{bn}_{stages}_{nc}_{int(causal)}.ptx"
+    path = f"/tmp/attn_fwd_ws_{d}_{bn}_{stages}_{nc}_{int(causal)}_{dt}_{int(v_t)}.ptx"
     with open(path, "w") as f:
         f.write(ptx)
     ptxas = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/ptxas")

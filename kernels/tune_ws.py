@@ -2,6 +2,8 @@
 
     PYTHONPATH=. python3 -m kernels.tune_ws check            # correctness against the fp32 reference
     PYTHONPATH=. python3 -m kernels.tune_ws bench [--sweep]  # Gluon vs our Triton kernel vs SDPA
+    PYTHONPATH=. python3 -m kernels.tune_ws check --fp8      # the fp8 forward (v position-contiguous)
+    PYTHONPATH=. python3 -m kernels.tune_ws bench --fp8 [--sweep]  # fp8 Gluon / Triton vs our bf16 forward
 
 ``check`` runs every case in order, smallest first, and prints one line each (a hang in a kernel then
 shows which case; run it under ``timeout``).  ``bench`` times (CUDA-graph replays: device time, not the
@@ -47,11 +49,27 @@ CHECKS = [
     (2, 8, 8, 4096, 4096, 128, True, "bhld", torch.bfloat16),
     (1, 8, 8, 4096, 4096, 64, True, "bhld", torch.bfloat16),
 ]
+# fp8: (batch, heads_q, heads_kv, len_q, len_k, head_dim, causal, layout, out dtype); v position-contiguous
+CHECKS_FP8 = [
+    (1, 2, 2, 128, 128, 128, False, "bhld", torch.bfloat16),
+    (2, 4, 4, 1000, 1008, 128, True, "bhld", torch.bfloat16),
+    (2, 4, 2, 1000, 1536, 64, True, "blhd", torch.float32),
+    (1, 4, 4, 600, 304, 96, True, "bhld", torch.float16),
+    (1, 2, 2, 1, 528, 128, False, "blhd", torch.bfloat16),
+    (1, 2, 2, 1000, 1000, 128, False, "bhld", torch.bfloat16),
+    (2, 8, 8, 4096, 4096, 128, True, "bhld", torch.bfloat16),
+]
 # (head_dim, len, batch): the forward finals of kernels/tune_cases.py; 16 heads
 BENCH = [(128, 4096, 4), (128, 16384, 1), (64, 4096, 4), (96, 4096, 4), (128, 512, 32), (64, 512, 32)]
 ROUNDS = 3  # implementations in turn, every other round in reverse order; the lowest median is kept
 # BLOCK_D -> Gluon configurations (BLOCK_N, STAGES, consumers) timed with --sweep
-SWEEP = {128: [(128, 2, 2), (64, 3, 2), (64, 4, 2)], 64: [(128, 2, 3), (128, 3, 2), (64, 4, 2)]}
+# (BLOCK_N, STAGES, consumers, ping-pong, EXP_EMU); timed persistent (suffix p) without a mask, one program
+# per item (n) with one, as measured best in session 7
+SWEEP = {128: [(128, 2, 2, False, 0), (128, 2, 2, False, 2)],
+         64: [(128, 3, 2, False, 0), (128, 3, 2, False, 2), (128, 3, 2, False, 1)]}
+BENCH_FP8 = [(128, 4096, 4), (128, 16384, 1), (64, 4096, 4), (128, 512, 32)]
+SWEEP_FP8 = {128: [(128, 3, 2, False, 0), (128, 3, 2, False, 2), (128, 3, 2, False, 1)],
+             64: [(128, 3, 2, False, 0), (128, 3, 2, False, 2), (128, 3, 2, False, 1)]}
 
 
 def make(b, hq, hkv, lq, lk, d, layout, dtype, seed=0):
@@ -83,8 +101,93 @@ def check(log) -> int:
     return bad
 
 
-def run_bench(log, sweep: bool, masks: tuple[bool, ...] = (False, True)) -> None:
+def _name(bn: int, stages: int, consumers: int, pingpong: bool, emu: int, persistent: bool) -> str:
+    """Sweep entry label, e.g. ws128x3c2e2n: BLOCK_N 128, 3 stages, 2 consumers, EXP_EMU 2, one program per item."""
+    flags = ("pp" if pingpong else "") + (f"e{emu}" if emu else "") + ("p" if persistent else "n")
+    return f"ws{bn}x{stages}c{consumers}{flags}"
+
+
+def fp8_inputs(b, hq, hkv, lq, lk, d, layout, seed=0):
+    """e4m3 q, k, v (v stored position-contiguous) and their per-tensor descales."""
+    q, k, v = make(b, hq, hkv, lq, lk, d, layout, torch.float32, seed)
+    (q8, sq), (k8, sk), (v8, sv) = (attention.quantize_fp8(t) for t in (q, k, v))
+    dim = 2 if layout == "bhld" else 1
+    return q8, k8, v8.transpose(dim, 3).contiguous().transpose(dim, 3), sq, sk, sv
+
+
+def check_fp8(log) -> int:
+    """The Gluon fp8 forward against the fp32 attention of the dequantised inputs, beside the Triton one."""
+    bad = 0
+    for case in CHECKS_FP8:
+        b, hq, hkv, lq, lk, d, causal, layout, out_dtype = case
+        q8, k8, v8, sq, sk, sv = fp8_inputs(b, hq, hkv, lq, lk, d, layout)
+        t = time.time()
+        run = partial(attention.attention_forward_fp8, q8, k8, v8, sq, sk, sv, causal, layout=layout,
+                      out_dtype=out_dtype)
+        if not attention_ws.eligible_fp8(q8, k8, v8, torch.empty(q8.shape, dtype=out_dtype, device=q8.device), d,
+                                         layout):
+            log(f"CHECK skip fp8 {case[:7]} {layout}: not eligible for the Gluon kernel")
+            continue
+        out, lse = run(impl="gluon")
+        torch.cuda.synchronize()
+        ro, rl = ref.attention_fp32(q8.float() * sq, k8.float() * sk, v8.float() * sv, causal, layout=layout)
+        err = ref.rel_err(out, ro)
+        finite = torch.isfinite(rl)
+        lse_ok = bool(torch.equal(finite, torch.isfinite(lse))) and (
+            not finite.any() or float((lse[finite] - rl[finite]).abs().max()) < 1e-2)
+        tri = ref.rel_err(run(impl="triton")[0], ro)
+        ok = err < max(0.1, 1.5 * tri) and lse_ok and bool(torch.isfinite(out).all())
+        bad += not ok
+        log(f"CHECK {'ok  ' if ok else 'FAIL'} fp8 {case[:7]} {layout} ->{str(out_dtype)[6:]}: rel err {err:.2e} "
+            f"(triton {tri:.2e}), lse {'ok' if lse_ok else 'WRONG'}, {time.time() - t:.1f} s")
+    return bad
+
+
+def _time_all(log, impls: dict, tag: str, flops: float, against: str) -> None:
+    times: dict[str, float] = {}
+    for rnd in range(ROUNDS):
+        for name, fn in (impls.items() if rnd % 2 == 0 else reversed(impls.items())):
+            try:
+                times[name] = min(cases.bench(fn, graph=True), times.get(name, float("inf")))
+            except Exception as exc:
+                log(f"  {name} failed: {type(exc).__name__}: {str(exc)[:200]}")
+    for name, ms in times.items():
+        rel = f" {against}/this x{times[against] / ms:.2f}" if against in times else ""
+        log(f"BENCH {tag:30s} {name:12s} {ms:8.4f} ms {flops / ms / 1e9:7.1f} TFLOPS{rel}")
+
+
+def run_bench_fp8(log, sweep: bool, masks: tuple[bool, ...], seqs: tuple[int, ...] = (),
+                  head_dims: tuple[int, ...] = ()) -> None:
+    """fp8 forward (default, Triton, the sweep's Gluon configs: persistent without a mask, one program per item
+    with one) beside our bf16 forward and SDPA cuDNN (bf16) on the same data."""
+    for d, seq, b in BENCH_FP8:
+        if (seqs and seq not in seqs) or (head_dims and d not in head_dims):
+            continue
+        for causal in masks:
+            q8, k8, v8, sq, sk, sv = fp8_inputs(b, 16, 16, seq, seq, d, "bhld")
+            q, k, v = (t.to(torch.bfloat16) for t in (q8, k8, v8))
+            run = partial(attention.attention_forward_fp8, q8, k8, v8, sq, sk, sv, causal)
+            impls = {"fp8": run, "fp8-triton": partial(run, impl="triton"),
+                     "bf16-ours": partial(attention.attention_forward, q, k, v, causal),
+                     "sdpa-cudnn": partial(ref.sdpa, q, k, v, causal, "cudnn")}
+            if sweep:
+                dims = attention.check_attention(q8, k8, v8, "bhld", attention.HEAD_DIMS,
+                                                 dtypes=attention.FP8_DTYPES)
+                out, lse = torch.empty_like(q), torch.empty((b, 16, seq), device=q.device)
+                for bn, st, nc, pp, emu in SWEEP_FP8.get(max(64, 1 << (d - 1).bit_length()), []):
+                    for pers in (False,) if causal else (True,):  # as measured best for bf16
+                        impls[_name(bn, st, nc, pp, emu, pers)] = \
+                            partial(attention_ws.forward, q8, k8, v8, out, lse, dims, "bhld", causal,
+                                    d ** -0.5 * 1.4426950408889634 * sq * sk, (bn, st, nc, pers, pp, emu), o_scale=sv)
+            flops = cases.flops_bytes(cases.Variant("fwd", (b, 16, seq, d, causal)))[0]
+            _time_all(log, impls, f"fp8 b{b} h16 L{seq} d{d} {'causal' if causal else 'full'}", flops, "bf16-ours")
+
+
+def run_bench(log, sweep: bool, masks: tuple[bool, ...] = (False, True), seqs: tuple[int, ...] = (),
+              head_dims: tuple[int, ...] = ()) -> None:
     for d, seq, b in BENCH:
+        if (seqs and seq not in seqs) or (head_dims and d not in head_dims):
+            continue
         for causal in masks:
             q, k, v = (randn((b, 16, seq, d), torch.bfloat16, i) for i in range(3))
             impls = {"ours": partial(attention.attention_forward, q, k, v, causal),
@@ -93,25 +196,15 @@ def run_bench(log, sweep: bool, masks: tuple[bool, ...] = (False, True)) -> None
                      "sdpa-cudnn": partial(ref.sdpa, q, k, v, causal, "cudnn"),
                      "sdpa-flash": partial(ref.sdpa, q, k, v, causal, "flash")}
             if sweep:
-                for cfg in SWEEP.get(max(64, 1 << (d - 1).bit_length()), []):
+                for bn, st, nc, pp, emu in SWEEP.get(max(64, 1 << (d - 1).bit_length()), []):
                     dims = attention.check_attention(q, k, v, "bhld", attention.HEAD_DIMS)
                     out, lse = torch.empty_like(q), torch.empty((b, 16, seq), device=q.device)
-                    for pers in (False, True):
-                        impls[f"ws{cfg[0]}x{cfg[1]}c{cfg[2]}{'p' if pers else 'n'}"] = partial(
-                            attention_ws.forward, q, k, v, out, lse, dims, "bhld", causal,
-                            d ** -0.5 * 1.4426950408889634, (*cfg, pers))
+                    for pers in (False,) if causal else (True,):
+                        impls[_name(bn, st, nc, pp, emu, pers)] = \
+                            partial(attention_ws.forward, q, k, v, out, lse, dims, "bhld", causal,
+                                    d ** -0.5 * 1.4426950408889634, (bn, st, nc, pers, pp, emu))
             flops = cases.flops_bytes(cases.Variant("fwd", (b, 16, seq, d, causal)))[0]
-            times: dict[str, float] = {}
-            for rnd in range(ROUNDS):
-                for name, fn in (impls.items() if rnd % 2 == 0 else reversed(impls.items())):
-                    try:
-                        times[name] = min(cases.bench(fn, graph=True), times.get(name, float("inf")))
-                    except Exception as exc:
-                        log(f"  {name} failed: {type(exc).__name__}: {str(exc)[:200]}")
-            tag = f"fwd b{b} h16 L{seq} d{d} {'causal' if causal else 'full'}"
-            for name, ms in times.items():
-                rel = f" cudnn/this x{times['sdpa-cudnn'] / ms:.2f}" if "sdpa-cudnn" in times else ""
-                log(f"BENCH {tag:30s} {name:12s} {ms:8.4f} ms {flops / ms / 1e9:7.1f} TFLOPS{rel}")
+            _time_all(log, impls, f"fwd b{b} h16 L{seq} d{d} {'causal' if causal else 'full'}", flops, "sdpa-cudnn")
 
 
 def main() -> int:
@@ -119,6 +212,9 @@ def main() -> int:
     ap.add_argument("what", choices=("check", "bench"))
     ap.add_argument("--sweep", action="store_true", help="also time the Gluon configurations of SWEEP")
     ap.add_argument("--mask", choices=("both", "full", "causal"), default="both", help="which masks to time")
+    ap.add_argument("--fp8", action="store_true", help="check / time the fp8 forward instead of bf16")
+    ap.add_argument("--seq", type=int, nargs="*", default=[], help="time only these sequence lengths")
+    ap.add_argument("--dim", type=int, nargs="*", default=[], help="time only these head dims")
     args = ap.parse_args()
 
     def log(s: str) -> None:
@@ -127,10 +223,11 @@ def main() -> int:
     p = torch.cuda.get_device_properties(0)
     log(f"ENV {p.name} uuid={getattr(p, 'uuid', '?')} torch={torch.__version__} gluon={attention_ws.status()}")
     if args.what == "check":
-        bad = check(log)
+        bad = check_fp8(log) if args.fp8 else check(log)
         log(f"checks failed: {bad}")
         return 1 if bad else 0
-    run_bench(log, args.sweep, {"both": (False, True), "full": (False,), "causal": (True,)}[args.mask])
+    masks = {"both": (False, True), "full": (False,), "causal": (True,)}[args.mask]
+    (run_bench_fp8 if args.fp8 else run_bench)(log, args.sweep, masks, tuple(args.seq), tuple(args.dim))
     return 0
 
 

@@ -36,7 +36,9 @@ VARIANTS = """
 
 def test_variants_are_each_measured_and_profiled_with_their_path(pytester):
     pytester.makepyfile(test_v=VARIANTS)
-    res = pytester.runpytest_subprocess("--perfci-max-time=0.1", "--perfci-min-time=0.02", "--benchmark-json=r.json")
+    # CPU tensors: the host timer, also on a machine with a GPU (where "auto" would pick a device timer)
+    res = pytester.runpytest_subprocess("--perfci-max-time=0.1", "--perfci-min-time=0.02", "--benchmark-json=r.json",
+                                        "--perfci-timer=wall")
     res.assert_outcomes(passed=1, failed=1)
     assert "perf.variants needs at least two variants" in res.stdout.str()
     entry = json.loads((pytester.path / "r.json").read_text())["benchmarks"][0]["extra_info"]["perfci"]
@@ -74,7 +76,8 @@ def test_bad_variants_are_usage_errors_naming_the_test(pytester, bad):
     assert "test_b.py::test_bad" in res.stdout.str()
 
 
-def test_variants_note_the_options_a_cpu_skips_like_perf_does(pytester):
+def test_variants_note_the_options_a_cpu_skips_like_perf_does(pytester, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # a machine without a GPU, also where the tests run on one
     pytester.makepyfile(test_cpu="""
         import pytest
 

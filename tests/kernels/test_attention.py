@@ -120,7 +120,7 @@ def test_padded_head_dim_tensor_descriptor_path(d, causal, layout, device, gen):
 
 
 def _fp8_check(b, hq, hk, lq, lk, d, causal, layout, device, gen, v_pos_contig=False, out_dtype=torch.bfloat16,
-               ref_dtype=torch.float64, tol=0.1):
+               ref_dtype=torch.float64, tol=0.1, impl="auto"):
     """fp8 forward against the attention of the dequantised inputs: lse tight (scales folded right),
     the output loose (p is rounded to e4m3 for the p·v product, ~3-6 % relative error)."""
     q, k, v = (_rand(_shape(b, h, seq, d, layout), torch.float32, device, gen)
@@ -131,10 +131,12 @@ def _fp8_check(b, hq, hk, lq, lk, d, causal, layout, device, gen, v_pos_contig=F
         v8 = v8.transpose(dim, 3).contiguous().transpose(dim, 3)
     out = _nan(q.shape, out_dtype, device)
     lse = _nan((b, hq, lq), torch.float32, device)
-    attention_forward_fp8(q8, k8, v8, sq, sk, sv, causal, None, layout, out_dtype=out_dtype, out=out, lse=lse)
+    attention_forward_fp8(q8, k8, v8, sq, sk, sv, causal, None, layout, out_dtype=out_dtype, out=out, lse=lse,
+                          impl=impl)
     deq = [t.to(ref_dtype) * s for t, s in ((q8, sq), (k8, sk), (v8, sv))]
     ref, ref_lse = attention_fp32(*deq, causal, None, layout, dtype=ref_dtype)
-    tag = f"seed={gen.initial_seed()} fp8 {layout} causal={causal} q={tuple(q.shape)} k={tuple(k.shape)}"
+    tag = (f"seed={gen.initial_seed()} fp8 {impl} {layout} causal={causal} out={out_dtype} q={tuple(q.shape)} "
+           f"k={tuple(k.shape)}")
     assert torch.isfinite(out).all(), f"unwritten output: {tag}"
     err = rel_err(out, ref)
     assert err < tol, f"fp8 forward rel err {err:.2e}: {tag}"
@@ -152,6 +154,19 @@ def test_fp8_forward_matches_dequantised_reference(d, causal, layout, out_dtype,
 
 def test_fp8_forward_position_contiguous_v(device, gen):
     _fp8_check(1, 2, 2, 30, 33, 64, False, "bhld", device, gen, v_pos_contig=True)
+
+
+def test_fp8_impl_choice_is_checked(device, gen):
+    q8 = _rand((1, 2, 16, 64), torch.float32, device, gen).to(torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match="impl must be"):
+        attention_forward_fp8(q8, q8, q8, impl="cudnn")
+    v_t = q8.transpose(2, 3).contiguous().transpose(2, 3)
+    out = torch.empty(q8.shape, dtype=torch.bfloat16, device=device)
+    if not attention_ws.eligible_fp8(q8, q8, v_t, out, 64, "bhld"):  # CPU / interpreter, or not sm_90
+        with pytest.raises(ValueError, match="Gluon fp8 forward cannot run these inputs"):
+            attention_forward_fp8(q8, q8, v_t, impl="gluon")
+    else:  # v stored row-major: the Gluon kernel needs it position-contiguous
+        assert not attention_ws.eligible_fp8(q8, q8, q8, out, 64, "bhld")
 
 
 def test_fp8_rejects_bf16(device):
@@ -200,6 +215,24 @@ def test_impl_choice_is_checked(device, gen):
         out, _ = attention_forward(q, q, q, impl="triton")
         assert rel_err(out, attention_fp32(q, q, q)[0]) < FWD_TOL[torch.float16]
     assert isinstance(attention_ws.status(), str) and attention_ws.status()
+
+
+@pytest.mark.parametrize(("d", "seq", "causal", "gluon"), [
+    (128, 512, True, True), (128, 4096, False, True), (64, 512, False, True), (64, 512, True, False),
+    (64, 4096, True, True), (40, 1024, True, False), (192, 4096, False, False)])
+def test_auto_prefers_the_kernel_measured_faster(d, seq, causal, gluon):
+    """"auto"'s routing rule (kernels/NOTES.md): Gluon at head dims <= 128, except causal at head dims <= 64
+    with short keys (Triton measured faster there); head dims above 128 are not Gluon's."""
+    q = torch.empty(1, 1, seq, d, dtype=torch.bfloat16)
+    assert attention_ws.preferred(check_dims(q, q, q, "bhld", HEAD_DIMS), causal) is gluon
+
+
+@pytest.mark.parametrize(("d", "seq", "causal", "gluon"), [
+    (128, 512, False, True), (128, 4096, False, True), (128, 16384, False, False), (128, 512, True, False),
+    (64, 512, False, False), (96, 1024, False, True)])
+def test_fp8_auto_prefers_the_kernel_measured_faster(d, seq, causal, gluon):
+    q = torch.empty(1, 1, seq, d, dtype=torch.bfloat16)
+    assert attention_ws.preferred_fp8(check_dims(q, q, q, "bhld", HEAD_DIMS), causal) is gluon
 
 
 def test_empty_sequences(device):
@@ -253,15 +286,19 @@ def test_attention_gpu_each_forward(impl, b, hq, hk, lq, lk, d, causal, layout, 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(("d", "config"), [
-    (128, (128, 2, 2, True)), (128, (128, 2, 2, False)), (64, (128, 2, 3, True)), (64, (128, 3, 3, False)),
-    (64, (128, 3, 2, True)), (40, (128, 2, 3, False)), (16, (128, 3, 2, True)), (112, (64, 3, 2, True)),
+    (128, (128, 2, 2, True, False)), (128, (128, 2, 2, False, True)), (64, (128, 2, 3, True, True)),
+    (64, (128, 3, 3, False, False)), (64, (128, 3, 2, True, True)), (40, (128, 2, 3, False, False)),
+    (16, (128, 3, 2, True, False)), (112, (64, 3, 2, True, True)), (128, (128, 2, 2, True, False, 1)),
+    (64, (128, 3, 2, False, False, 2)),
 ])
 @pytest.mark.parametrize("causal", [False, True])
 def test_gluon_forward_configs_gpu(d, config, causal, gen):
     """Every kind of Gluon configuration (2 or 3 consumer warpgroups, persistent or one program per
-    tile) at ragged shapes: GQA, Lq != Lk both ways (causal rows that see no key), both layouts."""
+    work item, causal row blocks in pairs, ping-pong turns or not, exponentials partly on the FMA pipe) at
+    ragged shapes: GQA, Lq != Lk both ways (causal rows that see no key), both layouts."""
     _needs_gluon()
-    for b, hq, hk, lq, lk, layout in ((2, 8, 2, 1000, 1537, "blhd"), (1, 4, 4, 700, 300, "bhld"),
+    # 600 query rows: an odd count of 128-row blocks (a causal pair of one); Lq > Lk: rows that see no key
+    for b, hq, hk, lq, lk, layout in ((2, 8, 2, 1000, 1537, "blhd"), (1, 4, 4, 600, 300, "bhld"),
                                       (3, 4, 1, 1, 513, "bhld")):
         q = _rand(_shape(b, hq, lq, d, layout), torch.bfloat16, "cuda", gen)
         k = _rand(_shape(b, hk, lk, d, layout), torch.bfloat16, "cuda", gen)
@@ -303,3 +340,24 @@ def test_padded_head_dims_gpu(d, layout, causal, gen):
 @pytest.mark.parametrize(("d", "causal"), [(128, False), (128, True), (64, True), (96, False)])
 def test_fp8_forward_gpu(d, causal, v_pos_contig, gen):
     _fp8_check(2, 8, 4, 1500, 1500, d, causal, "bhld", "cuda", gen, v_pos_contig, ref_dtype=torch.float32)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("impl", ["gluon", "triton"])
+@pytest.mark.parametrize(("b", "hq", "hk", "lq", "lk", "d", "causal", "layout", "out_dtype"), [
+    (2, 8, 4, 2048, 2048, 128, True, "bhld", torch.bfloat16),
+    (1, 8, 2, 1000, 1536, 128, True, "blhd", torch.float32),
+    (2, 4, 4, 600, 304, 64, True, "bhld", torch.float16),
+    (3, 4, 1, 1, 528, 96, False, "blhd", torch.bfloat16),
+    (1, 4, 4, 777, 784, 80, False, "bhld", torch.float32),
+])
+def test_fp8_forward_each_kernel_gpu(impl, b, hq, hk, lq, lk, d, causal, layout, out_dtype, gen):
+    """The Gluon and the Triton fp8 forward (v position-contiguous) at ragged shapes: GQA, Lq != Lk both ways,
+    both layouts, every output type.  Key lengths are multiples of 16: v's dim stride (its length) must be a
+    16-byte multiple for the copy engine to read it position-contiguous (the Triton kernel takes the rest)."""
+    if impl == "gluon":
+        q = torch.empty(1, 1, 64, 64, device="cuda").to(torch.float8_e4m3fn)
+        out = torch.empty(q.shape, device="cuda", dtype=torch.bfloat16)
+        if not attention_ws.eligible_fp8(q, q, q.transpose(2, 3).contiguous().transpose(2, 3), out, 64, "bhld"):
+            pytest.skip(f"the Gluon forward needs an sm_90 GPU ({attention_ws.status()})")
+    _fp8_check(b, hq, hk, lq, lk, d, causal, layout, "cuda", gen, True, out_dtype, torch.float32, impl=impl)
