@@ -182,22 +182,9 @@ def _scores(q_s, k_bufs, k_ready, j, s_zero, STAGES: gl.constexpr):
 
 
 @gluon.jit
-def _exp2_fma(x):
-    """2^x for x <= 0 on the FMA pipe instead of the MUFU unit (which does 16 exp2 per clock per SM, an eighth of
-    the FMA rate): 2^floor(x) put into the exponent bits of a cubic for 2^frac(x) (relative error < 1e-4,
-    below bf16's and e4m3's rounding); x < -127 gives 0 or a denormal."""
-    x = gl.maximum(x, -127.0)
-    j = gl.floor(x)
-    f = x - j
-    p = gl.fma(gl.fma(gl.fma(f, 0.07704988, 0.22766366), f, 0.69511271), f, 1.0)
-    return (p.to(gl.int32, bitcast=True) + (j.to(gl.int32) << 23)).to(gl.float32, bitcast=True)
-
-
-@gluon.jit
 def _softmax(s, m_i, l_i, rows, start_n, LK, diag, qk_scale, p_layout: gl.constexpr, BLOCK_N: gl.constexpr,
-             MASKED: gl.constexpr, CAUSAL: gl.constexpr, dtype: gl.constexpr, EMU: gl.constexpr = False):
-    """Online-softmax step on the scores of one tile: returns (P as an MMA operand, alpha, m, l).  ``EMU``:
-    the exponentials of an unmasked tile on the FMA pipe (:func:`_exp2_fma`)."""
+             MASKED: gl.constexpr, CAUSAL: gl.constexpr, dtype: gl.constexpr):
+    """Online-softmax step on the scores of one tile: returns (P as an MMA operand, alpha, m, l)."""
     if MASKED:
         cols = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s.type.layout))
         keep = gl.expand_dims(cols, 0) < LK
@@ -210,10 +197,7 @@ def _softmax(s, m_i, l_i, rows, start_n, LK, diag, qk_scale, p_layout: gl.conste
     else:
         m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
         m_use = m_new
-        if EMU:
-            p = _exp2_fma(s * qk_scale - gl.expand_dims(m_use, 1))
-        else:
-            p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))
+        p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))
     alpha = gl.exp2(m_i - m_use)
     l_i = l_i * alpha + gl.sum(p, 1)
     return gl.convert_layout(p.to(dtype), p_layout), alpha, m_new, l_i
@@ -233,7 +217,7 @@ def _v_tile(v_bufs, s, V_T: gl.constexpr):
 def _steps(o, p, m_i, l_i, j0, g0, lo, hi, n_tiles, sm, which: gl.constexpr, s_zero, rows, LK, diag, qk_scale,
            o_layout: gl.constexpr, p_layout: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
            MASKED: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr, NC: gl.constexpr,
-           PINGPONG: gl.constexpr, EXP_EMU: gl.constexpr):
+           PINGPONG: gl.constexpr):
     """Key tiles lo..hi-1 (ring positions j0 + n, wgmma groups g0 + n): S_n and O += P_{n-1} V_{n-1} in flight
     together, the softmax of S_n under the P·V; the Q buffer is released after the tile's last score MMA."""
     for n in range(lo, hi):
@@ -248,18 +232,8 @@ def _steps(o, p, m_i, l_i, j0, g0, lo, hi, n_tiles, sm, which: gl.constexpr, s_z
         mbarrier.arrive(sm.k_empty.index(j % STAGES), count=1)
         if n == n_tiles - 1:
             mbarrier.arrive(sm.q_empty.index(which), count=1)
-        # EXP_EMU k > 0: the last consumer takes its exponentials of every k-th unmasked tile on the FMA pipe,
-        # while the other consumers' go to the MUFU unit at the same time (1/(NC k) of them moved)
-        if EXP_EMU > 0 and not MASKED and which == NC - 1:
-            if n % EXP_EMU == 0:
-                p, alpha, m_i, l_i = _softmax(s, m_i, l_i, rows, n * BLOCK_N, LK, diag, qk_scale, p_layout,
-                                              BLOCK_N, MASKED, CAUSAL, p.dtype, True)
-            else:
-                p, alpha, m_i, l_i = _softmax(s, m_i, l_i, rows, n * BLOCK_N, LK, diag, qk_scale, p_layout,
-                                              BLOCK_N, MASKED, CAUSAL, p.dtype)
-        else:
-            p, alpha, m_i, l_i = _softmax(s, m_i, l_i, rows, n * BLOCK_N, LK, diag, qk_scale, p_layout, BLOCK_N,
-                                          MASKED, CAUSAL, p.dtype)
+        p, alpha, m_i, l_i = _softmax(s, m_i, l_i, rows, n * BLOCK_N, LK, diag, qk_scale, p_layout, BLOCK_N,
+                                      MASKED, CAUSAL, p.dtype)
         o = warpgroup_mma_wait(0, deps=(o_tok,))
         mbarrier.arrive(sm.v_empty.index(prev), count=1)
         o = o * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
@@ -268,7 +242,7 @@ def _steps(o, p, m_i, l_i, j0, g0, lo, hi, n_tiles, sm, which: gl.constexpr, s_z
 
 @gluon.jit
 def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale, o_scale, STAGES: gl.constexpr,
-              V_T: gl.constexpr, PINGPONG: gl.constexpr, EXP_EMU: gl.constexpr):
+              V_T: gl.constexpr, PINGPONG: gl.constexpr):
     BLOCK_N: gl.constexpr = pb.BLOCK_N
     NC: gl.constexpr = pb.NC
     BLOCK_D: gl.constexpr = o_desc.block_type.shape[3]
@@ -317,11 +291,10 @@ def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale,
                 p, _alpha0, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N, True,
                                           CAUSAL, dtype)
             o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, 1, n_full, n_tiles, sm, which, s_zero, rows, LK, diag,
-                                    qk_scale, o_layout, p_layout, BLOCK_N, STAGES, False, CAUSAL, V_T, NC, PINGPONG,
-                                    EXP_EMU)
+                                    qk_scale, o_layout, p_layout, BLOCK_N, STAGES, False, CAUSAL, V_T, NC, PINGPONG)
             o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, gl.maximum(n_full, 1), n_tiles, n_tiles, sm, which,
                                     s_zero, rows, LK, diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES, True,
-                                    CAUSAL, V_T, NC, PINGPONG, EXP_EMU)
+                                    CAUSAL, V_T, NC, PINGPONG)
             last = (j0 + n_tiles - 1) % STAGES
             mbarrier.wait(sm.v_ready.index(last), ((j0 + n_tiles - 1) // STAGES) & 1)
             _turn_wait(sm, which, g0 + n_tiles, PINGPONG)
@@ -346,26 +319,26 @@ def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale,
 
 @gluon.jit
 def _consumer0(o_desc, LSE, sm: Smem, pb: Problem, qk_scale, o_scale, STAGES: gl.constexpr, V_T: gl.constexpr,
-               PINGPONG: gl.constexpr, EXP_EMU: gl.constexpr):
-    _consumer(0, o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG, EXP_EMU)
+               PINGPONG: gl.constexpr):
+    _consumer(0, o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG)
 
 
 @gluon.jit
 def _consumer1(o_desc, LSE, sm: Smem, pb: Problem, qk_scale, o_scale, STAGES: gl.constexpr, V_T: gl.constexpr,
-               PINGPONG: gl.constexpr, EXP_EMU: gl.constexpr):
-    _consumer(1, o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG, EXP_EMU)
+               PINGPONG: gl.constexpr):
+    _consumer(1, o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG)
 
 
 @gluon.jit
 def _consumer2(o_desc, LSE, sm: Smem, pb: Problem, qk_scale, o_scale, STAGES: gl.constexpr, V_T: gl.constexpr,
-               PINGPONG: gl.constexpr, EXP_EMU: gl.constexpr):
-    _consumer(2, o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG, EXP_EMU)
+               PINGPONG: gl.constexpr):
+    _consumer(2, o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG)
 
 
 @gluon.jit
 def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_items, qk_scale, o_scale,
                 BLOCK_N: gl.constexpr, STAGES: gl.constexpr, NC: gl.constexpr, CAUSAL: gl.constexpr,
-                CONSUMER_REGS: gl.constexpr, V_T: gl.constexpr, PINGPONG: gl.constexpr, EXP_EMU: gl.constexpr):
+                CONSUMER_REGS: gl.constexpr, V_T: gl.constexpr, PINGPONG: gl.constexpr):
     """q/k/o_desc: host tensor descriptors over (B, H, L, HEAD_DIM) with [1, 1, rows, BLOCK_D] boxes (64 rows
     for q and o, BLOCK_N for k); v_desc the same as k's, or with ``V_T`` over (B, H, HEAD_DIM, L) with
     [1, 1, BLOCK_D, BLOCK_N] boxes (V stored position-contiguous: required for fp8).  Q/K/V fp16, bf16 or
@@ -412,13 +385,13 @@ def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_items,
     if NC == 2:
         gl.warp_specialize([
             (_loader, (q_desc, k_desc, v_desc, sm, pb, STAGES, V_T)),
-            (_consumer0, (o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG, EXP_EMU)),
-            (_consumer1, (o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG, EXP_EMU)),
+            (_consumer0, (o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG)),
+            (_consumer1, (o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG)),
         ], [4, 4], [CONSUMER_REGS, CONSUMER_REGS])
     else:
         gl.warp_specialize([
             (_loader, (q_desc, k_desc, v_desc, sm, pb, STAGES, V_T)),
-            (_consumer0, (o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG, EXP_EMU)),
-            (_consumer1, (o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG, EXP_EMU)),
-            (_consumer2, (o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG, EXP_EMU)),
+            (_consumer0, (o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG)),
+            (_consumer1, (o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG)),
+            (_consumer2, (o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG)),
         ], [4, 4, 4], [CONSUMER_REGS, CONSUMER_REGS, CONSUMER_REGS])

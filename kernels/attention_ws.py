@@ -38,7 +38,7 @@ MAX_HEAD_DIM = 128
 # BLOCK_D 64, measured no faster than two); persistent: one program per SM looping over the work items, else
 # one program per item (causal items are pairs of row blocks of equal total work); ping-pong: the consumers
 # take turns to issue their wgmma groups (kernels/NOTES.md, sessions 6 and 7, H100).
-Config = tuple  # (BLOCK_N, STAGES, consumers, persistent, ping-pong[, EXP_EMU])
+Config = tuple[int, int, int, bool, bool]
 CONFIGS: dict[tuple[int, bool], Config] = {
     (128, False): (128, 2, 2, True, False), (128, True): (128, 2, 2, False, False),
     (64, False): (128, 3, 2, True, False), (64, True): (128, 3, 2, False, False),
@@ -88,11 +88,11 @@ def eligible_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.T
 
 
 # Where "auto" prefers the Gluon fp8 kernel (given eligible_fp8()), from the H100 measurements (kernels/NOTES.md
-# session 7, call 3): head dim 128 without a mask up to 4096 keys (L512: 0.116-0.121 ms against the Triton
-# kernel's 0.158; L4096 within 2 %); the Triton fp8 kernel measured faster at d64 (0.517 against 0.698 ms), with
-# a causal mask at L512 (0.122 against 0.146) and at L16384 (3-5 %).
+# session 7, calls 3-4): head dim 128 without a mask up to 2048 keys (L512: 0.116-0.121 ms against the Triton
+# kernel's 0.158); the Triton fp8 kernel measured faster at L4096 (2-3.5 %, both calls), at L16384 (3-5 %),
+# at d64 (0.517 against 0.698 ms) and with a causal mask at L512 (0.122 against 0.146).
 PREFER_FP8_BLOCK_D = 128
-PREFER_FP8_MAX_LEN = 4096
+PREFER_FP8_MAX_LEN = 2048
 
 
 def preferred_fp8(dims: AttnDims, causal: bool) -> bool:
@@ -146,12 +146,11 @@ def forward(q, k, v, out, lse, dims: AttnDims, layout: str, causal: bool, qk_sca
     """Launch the Gluon forward; False (nothing written) when the kernel cannot be built here.
 
     fp8 inputs (given :func:`eligible_fp8`) read v position-contiguous and scale the output by ``o_scale``
-    (v's descale).  ``config`` = (BLOCK_N, STAGES, consumers, persistent, ping-pong[, EXP_EMU]) overrides
-    ``CONFIGS`` / ``FP8_CONFIGS``; EXP_EMU k > 0 moves the last consumer's exponentials of every k-th unmasked
-    key tile from the MUFU unit to the FMA pipe."""
+    (v's descale).  ``config`` = (BLOCK_N, STAGES, consumers, persistent, ping-pong) overrides ``CONFIGS`` /
+    ``FP8_CONFIGS``."""
     fp8 = q.dtype == torch.float8_e4m3fn
     table = FP8_CONFIGS if fp8 else CONFIGS
-    block_n, stages, consumers, persistent, pingpong, *emu = config or table[(padded_dim(dims.head_dim), bool(causal))]
+    block_n, stages, consumers, persistent, pingpong = config or table[(padded_dim(dims.head_dim), bool(causal))]
     regs, maxnreg = REGISTERS[consumers]
     b, d = dims.batch, dims.head_dim
     descs = (_descriptor(q, layout, b, dims.heads_q, dims.len_q, d, ROWS),
@@ -163,8 +162,7 @@ def forward(q, k, v, out, lse, dims: AttnDims, layout: str, causal: bool, qk_sca
     try:
         attn_fwd_ws[grid](*descs, lse, dims.heads_q, dims.group, dims.len_q, dims.len_k, n_items, qk_scale,
                           float(o_scale), BLOCK_N=block_n, STAGES=stages, NC=consumers, CAUSAL=bool(causal),
-                          CONSUMER_REGS=regs, V_T=fp8, PINGPONG=bool(pingpong), EXP_EMU=int(emu[0]) if emu else 0,
-                          num_warps=4, maxnreg=maxnreg)
+                          CONSUMER_REGS=regs, V_T=fp8, PINGPONG=bool(pingpong), num_warps=4, maxnreg=maxnreg)
     except (triton.CompilationError, RuntimeError) as exc:  # compile or PTX errors: not a launch failure
         if "CUDA error" in str(exc):
             raise

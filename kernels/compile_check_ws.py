@@ -40,15 +40,15 @@ def _descriptor_type(dtype: str, box: tuple[int, int]) -> str:
 
 
 def check(d: int = 128, bn: int = 128, stages: int = 2, nc: int = 2, causal: bool = False, regs: int = 240,
-          maxnreg: int = 168, dt: str = "bf16", out: str = "", v_t: bool = False, pp: bool = False, emu: int = 0,
+          maxnreg: int = 168, dt: str = "bf16", out: str = "", v_t: bool = False, pp: bool = False,
           ones: tuple[str, ...] = ()) -> bool:
     """Build one configuration; print shared memory, wgmma count and ptxas's spill line.  True if it built.
 
     ``dt``: the inputs' type (bf16, fp16, fp8e4nv); ``out``: the output's (default: dt); ``v_t``: V read
-    position-contiguous ([BLOCK_D, BLOCK_N] boxes); ``pp``: ping-pong turns between the consumers; ``emu``: EXP_EMU."""
+    position-contiguous ([BLOCK_D, BLOCK_N] boxes); ``pp``: ping-pong turns between the consumers."""
     block_d = max(16, 1 << (d - 1).bit_length())
     const = dict(BLOCK_N=bn, STAGES=stages, NC=nc, CAUSAL=causal, CONSUMER_REGS=regs, V_T=v_t,
-                 PINGPONG=pp, EXP_EMU=emu, **{o: 1 for o in ones})
+                 PINGPONG=pp, **{o: 1 for o in ones})
     boxes = {"q_desc": (dt, (64, block_d)), "o_desc": (out or dt, (64, block_d)), "k_desc": (dt, (bn, block_d)),
              "v_desc": (dt, (block_d, bn) if v_t else (bn, block_d))}
     sig = {}
@@ -61,7 +61,7 @@ def check(d: int = 128, bn: int = 128, stages: int = 2, nc: int = 2, causal: boo
             sig[name] = {"LSE": "*fp32", "qk_scale": "fp32", "o_scale": "fp32"}.get(name, "i32")
     attrs = {(attn_fwd_ws.arg_names.index("LSE"),): [["tt.divisibility", 16]]}
     tag = (f"d{d} bn{bn} stages{stages} consumers{nc} causal={causal} regs={regs}/{maxnreg} {dt}->{out or dt} "
-           f"v_t={v_t} pp={pp} emu={emu} ones={ones}")
+           f"v_t={v_t} pp={pp} ones={ones}")
     try:
         kernel = triton.compile(ASTSource(fn=attn_fwd_ws, signature=sig, constexprs=const, attrs=attrs),
                                 target=TARGET, options={"num_warps": 4, "num_stages": 1, "maxnreg": maxnreg})

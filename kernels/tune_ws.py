@@ -63,13 +63,12 @@ CHECKS_FP8 = [
 BENCH = [(128, 4096, 4), (128, 16384, 1), (64, 4096, 4), (96, 4096, 4), (128, 512, 32), (64, 512, 32)]
 ROUNDS = 3  # implementations in turn, every other round in reverse order; the lowest median is kept
 # BLOCK_D -> Gluon configurations (BLOCK_N, STAGES, consumers) timed with --sweep
-# (BLOCK_N, STAGES, consumers, ping-pong, EXP_EMU); timed persistent (suffix p) without a mask, one program
-# per item (n) with one, as measured best in session 7
-SWEEP = {128: [(128, 2, 2, False, 0), (128, 2, 2, False, 2)],
-         64: [(128, 3, 2, False, 0), (128, 3, 2, False, 2), (128, 3, 2, False, 1)]}
+# (BLOCK_N, STAGES, consumers, ping-pong); timed persistent (suffix p) without a mask, one program per item (n)
+# with one, as measured best in session 7
+SWEEP = {128: [(128, 2, 2, False), (128, 2, 2, True)], 64: [(128, 3, 2, False), (128, 3, 2, True)]}
 BENCH_FP8 = [(128, 4096, 4), (128, 16384, 1), (64, 4096, 4), (128, 512, 32)]
-SWEEP_FP8 = {128: [(128, 3, 2, False, 0), (128, 3, 2, False, 2), (128, 3, 2, False, 1)],
-             64: [(128, 3, 2, False, 0), (128, 3, 2, False, 2), (128, 3, 2, False, 1)]}
+SWEEP_FP8 = {128: [(128, 2, 2, False), (128, 3, 2, False), (128, 4, 2, False), (128, 3, 2, True)],
+             64: [(128, 3, 2, False), (128, 4, 2, False), (128, 3, 2, True)]}
 
 
 def make(b, hq, hkv, lq, lk, d, layout, dtype, seed=0):
@@ -101,9 +100,9 @@ def check(log) -> int:
     return bad
 
 
-def _name(bn: int, stages: int, consumers: int, pingpong: bool, emu: int, persistent: bool) -> str:
-    """Sweep entry label, e.g. ws128x3c2e2n: BLOCK_N 128, 3 stages, 2 consumers, EXP_EMU 2, one program per item."""
-    flags = ("pp" if pingpong else "") + (f"e{emu}" if emu else "") + ("p" if persistent else "n")
+def _name(bn: int, stages: int, consumers: int, pingpong: bool, persistent: bool) -> str:
+    """Sweep entry label, e.g. ws128x3c2ppn: BLOCK_N 128, 3 stages, 2 consumers, ping-pong, one program per item."""
+    flags = ("pp" if pingpong else "") + ("p" if persistent else "n")
     return f"ws{bn}x{stages}c{consumers}{flags}"
 
 
@@ -174,11 +173,11 @@ def run_bench_fp8(log, sweep: bool, masks: tuple[bool, ...], seqs: tuple[int, ..
                 dims = attention.check_attention(q8, k8, v8, "bhld", attention.HEAD_DIMS,
                                                  dtypes=attention.FP8_DTYPES)
                 out, lse = torch.empty_like(q), torch.empty((b, 16, seq), device=q.device)
-                for bn, st, nc, pp, emu in SWEEP_FP8.get(max(64, 1 << (d - 1).bit_length()), []):
+                for bn, st, nc, pp in SWEEP_FP8.get(max(64, 1 << (d - 1).bit_length()), []):
                     for pers in (False,) if causal else (True,):  # as measured best for bf16
-                        impls[_name(bn, st, nc, pp, emu, pers)] = \
+                        impls[_name(bn, st, nc, pp, pers)] = \
                             partial(attention_ws.forward, q8, k8, v8, out, lse, dims, "bhld", causal,
-                                    d ** -0.5 * 1.4426950408889634 * sq * sk, (bn, st, nc, pers, pp, emu), o_scale=sv)
+                                    d ** -0.5 * 1.4426950408889634 * sq * sk, (bn, st, nc, pers, pp), o_scale=sv)
             flops = cases.flops_bytes(cases.Variant("fwd", (b, 16, seq, d, causal)))[0]
             _time_all(log, impls, f"fp8 b{b} h16 L{seq} d{d} {'causal' if causal else 'full'}", flops, "bf16-ours")
 
@@ -196,13 +195,13 @@ def run_bench(log, sweep: bool, masks: tuple[bool, ...] = (False, True), seqs: t
                      "sdpa-cudnn": partial(ref.sdpa, q, k, v, causal, "cudnn"),
                      "sdpa-flash": partial(ref.sdpa, q, k, v, causal, "flash")}
             if sweep:
-                for bn, st, nc, pp, emu in SWEEP.get(max(64, 1 << (d - 1).bit_length()), []):
+                for bn, st, nc, pp in SWEEP.get(max(64, 1 << (d - 1).bit_length()), []):
                     dims = attention.check_attention(q, k, v, "bhld", attention.HEAD_DIMS)
                     out, lse = torch.empty_like(q), torch.empty((b, 16, seq), device=q.device)
                     for pers in (False,) if causal else (True,):
-                        impls[_name(bn, st, nc, pp, emu, pers)] = \
+                        impls[_name(bn, st, nc, pp, pers)] = \
                             partial(attention_ws.forward, q, k, v, out, lse, dims, "bhld", causal,
-                                    d ** -0.5 * 1.4426950408889634, (bn, st, nc, pers, pp, emu))
+                                    d ** -0.5 * 1.4426950408889634, (bn, st, nc, pers, pp))
             flops = cases.flops_bytes(cases.Variant("fwd", (b, 16, seq, d, causal)))[0]
             _time_all(log, impls, f"fwd b{b} h16 L{seq} d{d} {'causal' if causal else 'full'}", flops, "sdpa-cudnn")
 

@@ -228,7 +228,7 @@ def test_auto_prefers_the_kernel_measured_faster(d, seq, causal, gluon):
 
 
 @pytest.mark.parametrize(("d", "seq", "causal", "gluon"), [
-    (128, 512, False, True), (128, 4096, False, True), (128, 16384, False, False), (128, 512, True, False),
+    (128, 512, False, True), (128, 4096, False, False), (128, 16384, False, False), (128, 512, True, False),
     (64, 512, False, False), (96, 1024, False, True)])
 def test_fp8_auto_prefers_the_kernel_measured_faster(d, seq, causal, gluon):
     q = torch.empty(1, 1, seq, d, dtype=torch.bfloat16)
@@ -288,14 +288,13 @@ def test_attention_gpu_each_forward(impl, b, hq, hk, lq, lk, d, causal, layout, 
 @pytest.mark.parametrize(("d", "config"), [
     (128, (128, 2, 2, True, False)), (128, (128, 2, 2, False, True)), (64, (128, 2, 3, True, True)),
     (64, (128, 3, 3, False, False)), (64, (128, 3, 2, True, True)), (40, (128, 2, 3, False, False)),
-    (16, (128, 3, 2, True, False)), (112, (64, 3, 2, True, True)), (128, (128, 2, 2, True, False, 1)),
-    (64, (128, 3, 2, False, False, 2)),
+    (16, (128, 3, 2, True, False)), (112, (64, 3, 2, True, True)),
 ])
 @pytest.mark.parametrize("causal", [False, True])
 def test_gluon_forward_configs_gpu(d, config, causal, gen):
     """Every kind of Gluon configuration (2 or 3 consumer warpgroups, persistent or one program per
-    work item, causal row blocks in pairs, ping-pong turns or not, exponentials partly on the FMA pipe) at
-    ragged shapes: GQA, Lq != Lk both ways (causal rows that see no key), both layouts."""
+    work item, causal row blocks in pairs, ping-pong turns or not) at ragged shapes: GQA, Lq != Lk both
+    ways (causal rows that see no key), both layouts."""
     _needs_gluon()
     # 600 query rows: an odd count of 128-row blocks (a causal pair of one); Lq > Lk: rows that see no key
     for b, hq, hk, lq, lk, layout in ((2, 8, 2, 1000, 1537, "blhd"), (1, 4, 4, 600, 300, "bhld"),
