@@ -18,10 +18,10 @@ from kernels._checks import (
     LOG2E,
     AttnDims,
     interpreting,
+    launch,
     layout_strides,
     length_bucket,
     padded_dim,
-    set_triton_allocator,
     table_for,
 )
 
@@ -71,9 +71,9 @@ def fused_backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.
     ``use_tma`` (default: ``eligible``).  ``use_tma=False`` restricts the autotuner to pointer entries.
     ``skip_dq`` (with ``config``; a timing diagnostic, dq comes out zero) leaves out the dQ product and its adds.
     """
-    dev = q.device
     delta = torch.empty_like(lse)
-    dq_acc = torch.empty((dims.batch * dims.heads_q, dims.len_q, dims.head_dim), dtype=torch.float32, device=dev)
+    dq_acc = torch.empty((dims.batch * dims.heads_q, dims.len_q, dims.head_dim), dtype=torch.float32,
+                         device=q.device)
     block_d = padded_dim(dims.head_dim)
     _bwd_pre_fused[(triton.cdiv(dims.len_q, _PRE_BM), dims.batch * dims.heads_q)](
         out, do, delta, dq_acc, *layout_strides(out, layout), *layout_strides(do, layout), dims.heads_q,
@@ -83,20 +83,18 @@ def fused_backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.
             *(x for t in (q, k, v, do, dk, dv) for x in layout_strides(t, layout)),
             dims.heads_q, dims.heads_kv, dims.group, dims.len_q, dims.len_k, scale * LOG2E, scale,
             length_bucket(max(dims.len_q, dims.len_k)), tma_ok_arg)
+    interp = interpreting()
     consts = {"HEAD_DIM": dims.head_dim, "BLOCK_D": block_d, "CAUSAL": bool(causal), "STAGGER": bool(stagger),
-              "DOT_F32": interpreting()}
-    if config is None and interpreting():
+              "DOT_F32": interp}
+    if config is None and interp:  # launch() would pick it too, but a fixed config needs DQ_TMA / DQ_SKIP below
         config = INTERPRET_CONFIG
-    set_triton_allocator()
-    if config is None:
-        _fused_tuned[lambda meta: (triton.cdiv(dims.len_k, meta["BLOCK_N"]), dims.batch * dims.heads_kv)](
-            *args, **consts)
-    else:
-        bm, bn, w, s = config[:4]
-        flags = config[4:6] if len(config) >= 6 else (bool(tma_ok_arg),) * 2
-        _attn_bwd_fused[(triton.cdiv(dims.len_k, bn), dims.batch * dims.heads_kv)](
-            *args, **consts, DQ_SKIP=skip_dq, BLOCK_M=bm, BLOCK_N=bn, USE_TMA=bool(flags[0]), DQ_TMA=bool(flags[1]),
-            num_warps=w, num_stages=s)
+    load_tma = dq_tma = bool(tma_ok_arg)
+    if config is not None:  # its own (USE_TMA, DQ_TMA) when given, else both follow TMA_OK
+        if len(config) >= 6:
+            load_tma, dq_tma = bool(config[4]), bool(config[5])
+        consts.update(DQ_TMA=dq_tma, DQ_SKIP=skip_dq)
+    launch(_fused_tuned, _attn_bwd_fused, lambda bm, bn: (triton.cdiv(dims.len_k, bn), dims.batch * dims.heads_kv),
+           args, consts, config, load_tma)
     _dq_post[(triton.cdiv(dims.len_q, _PRE_BM), dims.batch * dims.heads_q)](
         dq_acc, dq, *layout_strides(dq, layout), dims.heads_q, dims.len_q, scale, HEAD_DIM=dims.head_dim,
         BLOCK_D=block_d, BLOCK_M=_PRE_BM)

@@ -33,6 +33,7 @@ from triton.compiler import ASTSource
 
 from kernels._attn_bwd import _attn_bwd_dkdv
 from kernels._attn_bwd_fused import _attn_bwd_fused
+from kernels._checks import padded_dim
 
 TARGET = GPUTarget("cuda", 90, 128)
 _PTRS = ("Q", "K", "V", "DO", "DK", "DV")
@@ -43,8 +44,7 @@ def check(kernel: str = "fused", d: int = 128, bm: int = 64, bn: int = 128, warp
           dt: str = "bf16") -> bool:
     """Build one configuration and print its resource report; True if it built."""
     fn = _attn_bwd_fused if kernel == "fused" else _attn_bwd_dkdv
-    block_d = max(16, 1 << (d - 1).bit_length())
-    const = dict(HEAD_DIM=d, BLOCK_D=block_d, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, USE_TMA=tma, DOT_F32=False)
+    const = dict(HEAD_DIM=d, BLOCK_D=padded_dim(d), BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, USE_TMA=tma, DOT_F32=False)
     if kernel == "fused":
         const.update(DQ_TMA=dq_tma, STAGGER=stagger, DQ_SKIP=False)
     ones = [n for n in fn.arg_names if n.endswith("d") and n.startswith("s") and len(n) <= 5] + ["TMA_OK"]

@@ -24,7 +24,7 @@ import torch
 
 from kernels import attention, attention_bwd_fused, tune_cases
 from kernels import reference as ref
-from kernels._checks import check_attention, table_for
+from kernels._checks import check_attention, interpreting, table_for
 
 TOL = {torch.float16: 1e-2, torch.bfloat16: 5e-2}
 # b, hq, hk, lq, lk, d, causal, layout, dtype
@@ -185,7 +185,7 @@ def bench(sweep: bool, diag: bool = False) -> int:
                     impls[f"sdpa-{be}"] = partial(_sdpa_grad, o, qkv, do)
                 except RuntimeError as exc:
                     log(f"  sdpa {be} bwd not runnable: {str(exc).splitlines()[0][:100]}")
-            flops = 2.5 * 4.0 * b * h * seq * seq * d * (0.5 if causal else 1.0)
+            flops = tune_cases.flops_bytes(tune_cases.Variant("bwd", (b, h, seq, d, causal)))[0]
             times: dict[str, float] = {}
             timers: dict[str, str] = {}
             for _ in range(2):
@@ -211,8 +211,6 @@ def bench(sweep: bool, diag: bool = False) -> int:
 
 def dry() -> int:
     """CPU interpreter at tiny shapes (checks the script, not speed); needs TRITON_INTERPRET=1 set before start."""
-    from kernels._checks import interpreting
-
     if not interpreting():
         log("dry needs TRITON_INTERPRET=1 in the environment (the kernels are built at import)")
         return 2

@@ -14,16 +14,7 @@ import torch
 from kernels import attention_bwd_fused
 from kernels.attention import attention_backward, attention_forward
 from kernels.reference import attention_fp32, rel_err
-
-BWD_TOL = {torch.float16: 1e-2, torch.bfloat16: 5e-2}
-
-
-def _shape(b: int, h: int, seq: int, d: int, layout: str) -> tuple[int, int, int, int]:
-    return (b, h, seq, d) if layout == "bhld" else (b, seq, h, d)
-
-
-def _rand(shape, dtype, device, gen) -> torch.Tensor:
-    return torch.randn(shape, generator=gen, dtype=torch.float32).to(device=device, dtype=dtype)
+from tests.kernels.test_attention import BWD_TOL, _nan, _rand, _shape
 
 
 def check_fused(b, hq, hk, lq, lk, d, causal, layout, dtype, device, gen, *, config=None, use_tma=None,
@@ -36,7 +27,7 @@ def check_fused(b, hq, hk, lq, lk, d, causal, layout, dtype, device, gen, *, con
     qr, kr, vr = (t.detach().to(ref_dtype).requires_grad_() for t in (q, k, v))
     ref, _ = attention_fp32(qr, kr, vr, causal, None, layout, dtype=ref_dtype)
     ref.backward(do.to(ref_dtype))
-    grads = [torch.full(t.shape, float("nan"), dtype=dtype, device=device) for t in (q, k, v)]
+    grads = [_nan(t.shape, dtype, device) for t in (q, k, v)]
     attention_backward(do, q, k, v, out, lse, causal, None, layout, dq=grads[0], dk=grads[1], dv=grads[2],
                        impl="fused", configs=(config, None), use_tma=use_tma)
     tag = f"seed={gen.initial_seed()} {layout} {dtype} causal={causal} q={tuple(q.shape)} k={tuple(k.shape)} {config}"
