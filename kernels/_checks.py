@@ -84,6 +84,12 @@ def layout_strides(t: torch.Tensor, layout: str) -> tuple[int, int, int, int]:
     return s[0], s[2], s[1], s[3]
 
 
+def dim_position_view(t: torch.Tensor, layout: str) -> torch.Tensor:
+    """(B, H, D, L) view of a 4-D tensor in ``layout``: for one stored position-contiguous (length stride 1),
+    the last stride is 1, as a tensor descriptor reads it."""
+    return t.transpose(2, 3) if layout == "bhld" else t.permute(0, 2, 3, 1)
+
+
 def empty_like_layout(b: int, h: int, seq: int, d: int, layout: str, like: torch.Tensor) -> torch.Tensor:
     shape = (b, h, seq, d) if layout == "bhld" else (b, seq, h, d)
     return torch.empty(shape, dtype=like.dtype, device=like.device)

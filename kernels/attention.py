@@ -19,7 +19,7 @@ import math
 import torch
 import triton
 
-from kernels import attention_ws
+from kernels import attention_bwd_fused, attention_ws
 from kernels._attn_bwd import _attn_bwd_dkdv, _attn_bwd_dq, _bwd_preprocess
 from kernels._attn_fwd import _attn_fwd
 from kernels._checks import (
@@ -28,6 +28,7 @@ from kernels._checks import (
     autotuned_by_head_dim,
     check_attention,
     check_buffer,
+    dim_position_view,
     interpreting,
     launch,
     layout_strides,
@@ -231,8 +232,7 @@ def attention_forward_fp8(
         if impl == "gluon":
             raise RuntimeError(f"the Gluon forward did not build: {attention_ws.status()}")
     v_t = layout_strides(v, layout)[2] == 1 and dims.len_k > 1
-    vt_view = v.transpose(1, 3) if layout == "blhd" else v.transpose(2, 3)
-    eligible = tma_ok(q, k, out) and tma_ok(vt_view if v_t else v)
+    eligible = tma_ok(q, k, out) and tma_ok(dim_position_view(v, layout) if v_t else v)
     _launch_fwd(_attn_fwd_fp8_tuned, q, k, v, out, lse, dims, layout, causal, qk_scale, float(v_scale), eligible,
                 use_tma, config, v_t)
     return out, lse
@@ -280,19 +280,16 @@ def attention_backward(
         check_buffer(name, t, tuple(ref.shape), ref.dtype, ref.device)
     if dims.len_q == 0 or dims.len_k == 0 or dims.batch == 0:
         return dq.zero_(), dk.zero_(), dv.zero_()
+    eligible = attention_path(q, k, v, do) == "hopper"
     if (BWD_IMPL if impl == "auto" else impl) == "fused":
-        from kernels import attention_bwd_fused
-
-        attention_bwd_fused.fused_backward(do, q, k, v, out, lse, dq, dk, dv, dims, layout, causal, scale,
-                                           attention_path(q, k, v, do) == "hopper", config=configs[0],
-                                           use_tma=use_tma)
+        attention_bwd_fused.fused_backward(do, q, k, v, out, lse, dq, dk, dv, dims, layout, causal, scale, eligible,
+                                           config=configs[0], use_tma=use_tma)
         return dq, dk, dv
     delta = torch.empty_like(lse)
     pre_bm = 64
     _bwd_preprocess[(triton.cdiv(dims.len_q, pre_bm), dims.batch * dims.heads_q)](
         out, do, delta, *layout_strides(out, layout), *layout_strides(do, layout), dims.heads_q, dims.len_q,
         HEAD_DIM=dims.head_dim, BLOCK_D=padded_dim(dims.head_dim), BLOCK_M=pre_bm)
-    eligible = attention_path(q, k, v, do) == "hopper"
     tma_ok_arg = int(eligible if use_tma is None else use_tma)
     sq, sk, sv, sd, sdk, sdv = (layout_strides(t, layout) for t in (q, k, v, do, dk, dv))
     qk_scale = scale * LOG2E

@@ -17,7 +17,7 @@ import warnings
 import torch
 import triton
 
-from kernels._checks import AttnDims, interpreting, layout_strides, padded_dim, sm_count, tma_ok
+from kernels._checks import AttnDims, dim_position_view, interpreting, layout_strides, padded_dim, sm_count, tma_ok
 
 try:  # Gluon ships with Triton >= 3.5; its Hopper API is what the kernel is written against (3.6)
     from triton.experimental.gluon import language as gl
@@ -65,26 +65,28 @@ PREFER_CAUSAL_MIN_BLOCK_D = 128
 PREFER_CAUSAL_SMALL_D_MIN_LEN = 2048  # measured at 512 (Triton faster) and 4096 (Gluon faster) only
 
 
+def _runnable_on(device: torch.device) -> bool:
+    """The kernel is enabled, built with this Triton, and ``device`` is an sm_90 GPU (not the interpreter)."""
+    return (ENABLED and attn_fwd_ws is not None and not _broken and not interpreting() and device.type == "cuda"
+            and torch.cuda.get_device_capability(device) == (9, 0))
+
+
 def eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, head_dim: int) -> bool:
     """True when the Gluon forward can run these tensors on this GPU."""
-    if not ENABLED or attn_fwd_ws is None or _broken or interpreting() or q.device.type != "cuda":
-        return False
     if q.dtype not in (torch.float16, torch.bfloat16) or out.dtype != q.dtype or head_dim > MAX_HEAD_DIM:
         return False
-    return torch.cuda.get_device_capability(q.device) == (9, 0) and tma_ok(q, k, v, out)
+    return _runnable_on(q.device) and tma_ok(q, k, v, out)
 
 
 def eligible_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, head_dim: int,
                  layout: str) -> bool:
     """True when the Gluon forward can run these fp8 tensors: e4m3 q/k/v with v stored position-contiguous
     (its length stride 1, the K-major layout fp8 wgmma needs), a bf16/fp16/fp32 output, head dim 64..128."""
-    if not ENABLED or attn_fwd_ws is None or _broken or interpreting() or q.device.type != "cuda":
-        return False
     if any(t.dtype != torch.float8_e4m3fn for t in (q, k, v)) or not FP8_MIN_HEAD_DIM <= head_dim <= MAX_HEAD_DIM:
         return False
     if out.dtype not in (torch.bfloat16, torch.float16, torch.float32) or layout_strides(v, layout)[2] != 1:
         return False
-    return torch.cuda.get_device_capability(q.device) == (9, 0) and tma_ok(q, k, out, _v_rows(v, layout))
+    return _runnable_on(q.device) and tma_ok(q, k, out, dim_position_view(v, layout))
 
 
 # Where "auto" prefers the Gluon fp8 kernel (given eligible_fp8()), from the H100 measurements (kernels/NOTES.md
@@ -98,11 +100,6 @@ PREFER_FP8_MAX_LEN = 2048
 def preferred_fp8(dims: AttnDims, causal: bool) -> bool:
     """True where fp8 "auto" should take the Gluon kernel (given :func:`eligible_fp8`): where it measured faster."""
     return padded_dim(dims.head_dim) == PREFER_FP8_BLOCK_D and not causal and dims.len_k <= PREFER_FP8_MAX_LEN
-
-
-def _v_rows(v: torch.Tensor, layout: str) -> torch.Tensor:
-    """(B, H, D, L) view of a position-contiguous v (last stride 1), as the copy engine reads it."""
-    return v.transpose(2, 3) if layout == "bhld" else v.permute(0, 2, 3, 1)
 
 
 def preferred(dims: AttnDims, causal: bool) -> bool:

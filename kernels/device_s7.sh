@@ -15,6 +15,9 @@
 # call5: the final code (EXP_EMU removed, fp8 routing to Gluon up to 2048 keys): the Gluon config and fp8 GPU
 #        tests, then the H100 baseline's FlashAttention entries re-made from two runs (causal d64 at L4096 is
 #        now the Gluon kernel, a new kernel category for the structure check).
+# call6: after the review mends (host side only: one runnable check for both Gluon eligibilities, the (B,H,D,L)
+#        view shared with the Triton fp8 path, the fused backward launched through _checks.launch): the Gluon,
+#        fp8 and fused-backward GPU tests.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -88,5 +91,10 @@ case "$CALL" in
     echo "baseline update rc=$?"
     tail -12 "${LOG}_baseline_update.log"
     tar -czf "$OUT/baseline_h100.tgz" baselines/NVIDIA_H100_80GB_HBM3
+    ;;
+  call6)
+    timeout 150 python3 -m pytest tests/kernels/test_attention.py tests/kernels/test_attention_bwd_fused.py -m gpu \
+      -k "gluon or fp8 or fused or each_forward" -q -p no:cacheprovider -n 8 2>&1 | tail -5 | tee "${LOG}_gpu_tests.log"
+    echo "gpu tests rc=$?"
     ;;
 esac

@@ -267,9 +267,14 @@ def test_attention_gpu(b, hq, hk, lq, lk, d, causal, layout, dtype, gen):
     check_attention(b, hq, hk, lq, lk, d, causal, layout, dtype, "cuda", gen, ref_dtype=torch.float32)
 
 
-def _needs_gluon() -> None:
-    q = torch.empty(1, 1, 8, 64, device="cuda", dtype=torch.bfloat16)
-    if not attention_ws.eligible(q, q, q, q, 64):
+def _needs_gluon(fp8: bool = False) -> None:
+    q = torch.empty(1, 1, 64, 64, device="cuda", dtype=torch.bfloat16)
+    if fp8:  # e4m3 inputs, v position-contiguous, bf16 output
+        q8 = q.to(torch.float8_e4m3fn)
+        runs = attention_ws.eligible_fp8(q8, q8, q8.transpose(2, 3).contiguous().transpose(2, 3), q, 64, "bhld")
+    else:
+        runs = attention_ws.eligible(q, q, q, q, 64)
+    if not runs:
         pytest.skip(f"the Gluon forward needs an sm_90 GPU ({attention_ws.status()})")
 
 
@@ -355,8 +360,5 @@ def test_fp8_forward_each_kernel_gpu(impl, b, hq, hk, lq, lk, d, causal, layout,
     both layouts, every output type.  Key lengths are multiples of 16: v's dim stride (its length) must be a
     16-byte multiple for the copy engine to read it position-contiguous (the Triton kernel takes the rest)."""
     if impl == "gluon":
-        q = torch.empty(1, 1, 64, 64, device="cuda").to(torch.float8_e4m3fn)
-        out = torch.empty(q.shape, device="cuda", dtype=torch.bfloat16)
-        if not attention_ws.eligible_fp8(q, q, q.transpose(2, 3).contiguous().transpose(2, 3), out, 64, "bhld"):
-            pytest.skip(f"the Gluon forward needs an sm_90 GPU ({attention_ws.status()})")
+        _needs_gluon(fp8=True)
     _fp8_check(b, hq, hk, lq, lk, d, causal, layout, "cuda", gen, True, out_dtype, torch.float32, impl=impl)
