@@ -137,6 +137,39 @@ def _decode_combine(PO, PL, Out, sob, soh, sod, HQ, NSPLIT,
     tl.store(Out + b * sob + h * soh + offs_d * sod, out.to(Out.dtype.element_ty), mask=offs_d < HEAD_DIM)
 
 
+@triton.jit
+def _read_floor(K, V, S, ROWS, PER, BLOCK_N: tl.constexpr, D: tl.constexpr):
+    # Diagnostic: program p reads rows [p * PER, (p + 1) * PER) of the (ROWS, D) K and V caches (contiguous) in
+    # BLOCK_N-row tiles, as the decode kernel's loads do, and only sums them: the floor of this access pattern.
+    p = tl.program_id(0)
+    offs_d = tl.arange(0, D)
+    acc = tl.zeros([D], tl.float32)
+    lo = p * PER
+    hi = tl.minimum(lo + PER, ROWS)
+    for start in range(lo, hi, BLOCK_N):
+        offs_n = start + tl.arange(0, BLOCK_N)
+        ok = offs_n[:, None] < hi
+        rows = offs_n[:, None].to(tl.int64) * D + offs_d[None, :]
+        k = tl.load(K + rows, mask=ok, other=0.0)
+        v = tl.load(V + rows, mask=ok, other=0.0)
+        acc += tl.sum(k.to(tl.float32) + v.to(tl.float32), 0)
+    tl.store(S + p * D + offs_d, acc)
+
+
+def read_floor(k_cache: torch.Tensor, v_cache: torch.Tensor, programs: int, block_n: int = 128,
+               num_warps: int = 4, num_stages: int = 3) -> torch.Tensor:
+    """Diagnostic (kernels/tune.py): read contiguous K and V caches once with ``programs`` programs, each a
+    contiguous run of rows, summing them; times the bytes decode must read without its arithmetic."""
+    d = k_cache.shape[-1]
+    rows = k_cache.numel() // d
+    per = triton.cdiv(triton.cdiv(rows, programs), block_n) * block_n
+    grid = triton.cdiv(rows, per)
+    out = torch.empty((grid, d), dtype=torch.float32, device=k_cache.device)
+    extra = {} if interpreting() else {"num_warps": num_warps, "num_stages": num_stages}
+    _read_floor[(grid,)](k_cache, v_cache, out, rows, per, BLOCK_N=block_n, D=d, **extra)
+    return out
+
+
 USE_TMA = False  # default for K/V loads (kernels/NOTES.md, 2026-11-24 session 5: slower on an H100)
 FUSED_COMBINE = False  # merge the chunks in the last-arriving program instead of a combine kernel
 _LOCKS: dict[torch.device, torch.Tensor] = {}  # per-(batch, kv head) arrival counters, one buffer per device
@@ -225,4 +258,4 @@ def decode_attention(
     return out
 
 
-__all__ = ["HEAD_DIMS", "choose_splits", "decode_attention"]
+__all__ = ["HEAD_DIMS", "choose_splits", "decode_attention", "read_floor"]

@@ -13,6 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels import _matmul_gluon as _mg
 from kernels import matmul_splitk as _sk
 from kernels._checks import check_device, check_dtype, interpreting, mma, set_triton_allocator, sm_count, tma_ok
 from kernels.matmul_splitk import matmul_splitk, matmul_splitk_tma, tma_splitk_ok
@@ -170,8 +171,20 @@ SPLITK_MAX_M = 16
 # "ptr" (cp.async pointer loads for B, B_PTR: slower, 407-431), "repack" (copy B to a 128-byte pitch first:
 # 538 with torch's strided copy; kernels/NOTES.md 2026-11-24 session 5) or "overlap" (repack in two column
 # parts, the second part's copy on a side stream beside the first part's GEMM; session 6: slower, 219.1 vs
-# 213.2 us at 4000x5000x3000, so opt-in only).
-MISALIGNED_B = "repack"
+# 213.2 us at 4000x5000x3000, so opt-in only), or through the warp-specialised Gluon kernel (kernels/_matmul_ws.py):
+# "ws" (B through cp.async copies, no repack: session 8, 418 TFLOPS, L2-bound), "ws-tma" (B through TMA anyway)
+# or "ws-repack" (repack, then the Gluon kernel); the Gluon ones fall back to "ws-repack" / "repack".  Session 8
+# call 2 finals (4000x5000x3000, graph-timed): ws-repack 208.3 us, repack 218.3, ws-tma 251.3 (cuBLAS 187.1).
+MISALIGNED_B = "ws-repack"
+# Large GEMMs through the Gluon kernel (row-major B, fp16/bf16, sm_90): session 8 call 2 finals (H100, graph-timed),
+# Gluon vs Triton: 4096^3 193.9 vs 202.5 us, 8192^3 1560 vs 1604, 4096x14336x4096 710.0 vs 725.0
+GLUON_GEMM = True
+GLUON_MIN_TILES = 132  # at least one wave of its 128x256 tiles (smaller products were not measured)
+
+
+def gluon_default(m: int, n: int) -> bool:
+    """The Gluon kernel by default: GLUON_GEMM and at least GLUON_MIN_TILES 128x256 output tiles."""
+    return GLUON_GEMM and m > SMALL_M and triton.cdiv(m, 128) * triton.cdiv(n, 256) >= GLUON_MIN_TILES
 
 
 def _b_pitch_misaligned(b: torch.Tensor) -> bool:
@@ -247,6 +260,8 @@ def matmul(
     misaligned_b: str | None = None,
     repack: tuple | None = None,
     splitk_tma: tuple | None = None,
+    ws: tuple | None = None,
+    gluon: bool | None = None,
     out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``a @ b`` for 2-D fp16/bf16 tensors (M, K) x (K, N) -> (M, N), fp32 accumulation.
@@ -258,7 +273,11 @@ def matmul(
     ``splitk_fused`` forces the reduction into the last-arriving program (True) or a second kernel (False);
     ``misaligned_b`` overrides MISALIGNED_B, ``repack`` REPACK_CONFIG.  ``splitk_tma`` (a
     ``matmul_splitk.SPLITK_TMA_CONFIG`` tuple) runs the tensor-descriptor split-K kernel; by default it is used
-    for SPLITK_MAX_M < M <= SMALL_M when SPLITK_TMA_CONFIG is set and ``default_tma_split`` allows it.
+    for SPLITK_MAX_M < M <= SMALL_M when SPLITK_TMA_CONFIG is set and ``default_tma_split`` allows it.  ``ws`` (a
+    ``_matmul_gluon.WS_CONFIG`` tuple) runs the warp-specialised Gluon kernel (``misaligned_b="ws"`` picks it
+    with its default config for a misaligned B); ValueError where it cannot run.  ``gluon``: True / False takes
+    / avoids that kernel (default config) wherever it can run; None (default): ``gluon_default`` decides, for
+    row-major B with no Triton tuning knob given, and for a misaligned B when ``misaligned_b`` is "ws-repack".
     """
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, torch.Tensor) or t.dim() != 2:
@@ -288,20 +307,34 @@ def matmul(
         if not tma_splitk_ok(a, b, c):
             raise ValueError("splitk_tma needs row-major a, b, out with 16-byte aligned pitches")
         return matmul_splitk_tma(a, b, c, splitk_tma)
+    if ws is not None:
+        if not (_mg.runnable(a, b, c) and _mg.matmul_ws(a, b, c, ws)):
+            raise ValueError(f"the Gluon GEMM cannot run these tensors here ({_mg.status()})")
+        return c
     tma = _tma_ok(a, b, c) if use_tma is None else use_tma
     colmajor = bool(b.stride(0) == 1 and b.stride(1) != 1) if tma else False
     b_ptr = False
+    # the Gluon kernel where not asked otherwise (no Triton tuning knob given)
+    want_gluon = gluon if gluon is not None else (config is None and use_tma is None and persistent
+                                                  and gluon_default(m, n))
     if tma and not colmajor and _b_pitch_misaligned(b):
         # decode-sized M reads B once (memory-bound): a repack would double its traffic
         how = misaligned_b or (MISALIGNED_B if m > SMALL_M else "tma")
+        if how in ("ws", "ws-tma"):
+            if _mg.runnable(a, b, c) and _mg.matmul_ws(a, b, c, b_tma=how == "ws-tma"):
+                return c
+            how = "ws-repack"
         if how == "overlap":
             n1 = _overlap_split(m, n, sms, config)
             if n1:
                 return _matmul_overlap(a, b, c, n1, repack, config, persistent, sms)
             how = "repack"
-        if how == "repack":
+        if how in ("repack", "ws-repack"):
             b = repack_rows(b, repack)
+        want_gluon = gluon is not False if how == "ws-repack" else bool(gluon)
         b_ptr = how == "ptr"
+    if want_gluon and tma and not colmajor and not b_ptr and _mg.runnable(a, b, c) and _mg.matmul_ws(a, b, c):
+        return c
     _launch(a, b, c, tma, colmajor, b_ptr, config, persistent, sms)
     return c
 

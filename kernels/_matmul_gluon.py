@@ -1,0 +1,82 @@
+"""Host side of the warp-specialised Gluon GEMM (``kernels/_matmul_ws.py``): eligibility, descriptors, launch.
+
+Used by ``matmul.matmul(..., misaligned_b="ws")`` for a row-major B whose row pitch is not a multiple of 128
+bytes (B read through cp.async, no repack copy), and selectable for any eligible product (``ws=`` config).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+
+from kernels._checks import interpreting, sm_count
+
+try:  # Gluon ships with Triton >= 3.5; the kernel is written against the GPU machine's 3.6 API
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from kernels._matmul_ws import matmul_ws_kernel
+except Exception as exc:  # another Triton whose Gluon API differs
+    matmul_ws_kernel = None
+    IMPORT_ERROR: str | None = f"{type(exc).__name__}: {exc}"
+else:
+    IMPORT_ERROR = None
+
+# (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, EPI): EPI 0 = TMA store staged in shared memory (3 stages fit),
+# 1 = plain stores from registers (4 stages fit).  BLOCK_M is split between the two consumer warpgroups.
+WS_CONFIG: tuple = (128, 256, 64, 8, 3, 0)
+# consumer registers after setmaxnreg, launch-time maxnreg (12 warps share the 64K register file; the producer
+# warpgroup keeps (168 * 384 - 208 * 256) / 128 = 88 per thread)
+CONSUMER_REGS, MAXNREG = 208, 168
+_broken: list[str] = []
+
+
+def runnable(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
+    """A, C row-major with 16-byte aligned pitches and bases; B row-major with 8-element aligned rows, base and
+    N (its 16-byte cp.async copies); fp16/bf16 on an sm_90 GPU; the kernel importable and not broken."""
+    if matmul_ws_kernel is None or _broken or interpreting() or a.device.type != "cuda":
+        return False
+    if a.dtype not in (torch.float16, torch.bfloat16) or torch.cuda.get_device_capability(a.device) != (9, 0):
+        return False
+    es = a.element_size()
+    for t in (a, b, c):
+        if t.stride(1) != 1 or (t.stride(0) * es) % 16 or t.data_ptr() % 16:
+            return False
+    return b.shape[1] % 8 == 0
+
+
+def _layout(box: list[int], dtype: torch.dtype):
+    return gl.NVMMASharedLayout.get_default_for(box, gl.bfloat16 if dtype == torch.bfloat16 else gl.float16)
+
+
+def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple | None = None,
+              b_tma: bool | None = None) -> bool:
+    """``c = a @ b`` through the Gluon kernel; False (nothing written) when it cannot be built here.  ``b_tma``:
+    B through TMA too (default: only when its row pitch is a multiple of 128 bytes)."""
+    bm, bn, bk, group, stages, epi = config or WS_CONFIG
+    m, k = a.shape
+    n = b.shape[1]
+    if b_tma is None:
+        b_tma = (b.stride(0) * b.element_size()) % 128 == 0
+    a_desc = TensorDescriptor(a, [m, k], [a.stride(0), 1], [bm, bk], _layout([bm, bk], a.dtype))
+    b_desc = TensorDescriptor(b, [k, n], [b.stride(0), 1], [bk, bn], _layout([bk, bn], a.dtype))
+    c_desc = TensorDescriptor(c, [m, n], [c.stride(0), 1], [bm // 2, bn], _layout([bm // 2, bn], a.dtype))
+    tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
+    grid = (min(tiles, sm_count(a.device, 1)),)
+    try:
+        matmul_ws_kernel[grid](a_desc, b_desc, c_desc, b, c, m, n, k, n // 8, b.stride(0) // 8, c.stride(0),
+                               BLOCK_N=bn, GROUP_M=group, STAGES=stages, B_TMA=bool(b_tma), EPI=epi,
+                               CONSUMER_REGS=CONSUMER_REGS, num_warps=4, maxnreg=MAXNREG)
+    except (triton.CompilationError, RuntimeError) as exc:  # compile or PTX errors: not a launch failure
+        if "CUDA error" in str(exc):
+            raise
+        lines = [line for line in str(exc).splitlines() if line.strip()]
+        _broken.append(f"{type(exc).__name__}: {lines[-1][:300] if lines else ''}")
+        return False
+    return True
+
+
+def status() -> str:
+    if matmul_ws_kernel is None:
+        return f"unavailable ({IMPORT_ERROR})"
+    return f"disabled after a build failure ({_broken[0]})" if _broken else "enabled"

@@ -1,0 +1,177 @@
+"""Warp-specialised persistent GEMM for Hopper in Gluon: ``C = A @ B``, bf16/fp16, B row-major.
+
+The default for large GEMMs (``matmul.gluon_default``; H100, session 8: 1.00-1.04x cuBLAS at 4096^3, 8192^3 and
+4096x14336x4096, 2-4 % ahead of the Triton kernel), and after the repack copy for a B whose row pitch is not a
+multiple of 128 bytes.  For such a B it can also read the tiles through 16-byte ``cp.async`` copies (no repack),
+but that measured slow (4000x5000x3000: 418 TFLOPS, L2-request-bound, against 669 through TMA on a padded pitch).
+
+One program per SM loops over (BLOCK_M, BLOCK_N) output tiles in grouped order.  Partitions:
+
+- the **producer** (default partition, 4 warps): per K step it waits for a free ring slot, starts the TMA
+  copy of A's [BLOCK_M, BLOCK_K] tile (``a_ready``, byte-counted) and B's [BLOCK_K, BLOCK_N] tile, either as
+  one more TMA copy (``B_TMA``) or as cp.async copies from every producer thread, each thread's completion
+  arriving on ``b_ready`` (count 128);
+- two **consumer** warpgroups, each owning BLOCK_M / 2 rows: asynchronous wgmma over the ring, one group in
+  flight, the slot released (``empty``, count 2) once the next group is issued; the tile's rows then go out
+  through a TMA store (``EPI`` 0, staged in shared memory) or plain masked stores (``EPI`` 1: no staging
+  buffer, room for a deeper ring; measured slower).
+"""
+# (no "from __future__ import annotations": Gluon needs the annotations at run time)
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+
+
+@gluon.jit
+def _coords(tile, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
+    per_group = GROUP_M * num_pid_n
+    first_m = (tile // per_group) * GROUP_M
+    group_m = gl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (tile % per_group) % group_m
+    pid_n = (tile % per_group) // group_m
+    return pid_m, pid_n
+
+
+@gluon.jit
+def _producer(a_desc, b_desc, B, K, N8, SB8, a_s, b_s, a_ready, b_ready, empty, num_pid_m, num_pid_n,
+              GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr):
+    # the default partition (4 warps)
+    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = b_s.shape[2]
+    # 8 contiguous columns (16 bytes) per thread, a warp per row of 256 columns
+    TPW_N: gl.constexpr = BLOCK_N // 8 if BLOCK_N // 8 < 32 else 32
+    ld: gl.constexpr = gl.BlockedLayout([1, 8], [32 // TPW_N, TPW_N], [4, 1], [1, 0])
+    rows = gl.arange(0, BLOCK_K, layout=gl.SliceLayout(1, ld))
+    cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, ld))
+    k_tiles = gl.cdiv(K, BLOCK_K)
+    j = 0
+    for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
+        pid_m, pid_n = _coords(tile, num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        offs_n = off_n + cols
+        n_ok = gl.expand_dims(offs_n < N8 * 8, 0)
+        col_ptrs = B + gl.expand_dims(offs_n, 0)
+        for kt in range(k_tiles):
+            s = j % STAGES
+            mbarrier.wait(empty.index(s), ((j // STAGES) & 1) ^ 1)  # a fresh barrier counts as phase 1 done
+            if B_TMA:
+                mbarrier.expect(a_ready.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(a_desc, [off_m, kt * BLOCK_K], a_ready.index(s), a_s.index(s))
+                tma.async_copy_global_to_shared(b_desc, [kt * BLOCK_K, off_n], a_ready.index(s), b_s.index(s))
+            else:
+                mbarrier.expect(a_ready.index(s), a_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(a_desc, [off_m, kt * BLOCK_K], a_ready.index(s), a_s.index(s))
+                offs_k = kt * BLOCK_K + rows
+                ptrs = col_ptrs + gl.expand_dims(offs_k.to(gl.int64) * (SB8 * 8), 1)
+                mask = gl.expand_dims(offs_k < K, 1) & n_ok
+                async_copy.async_copy_global_to_shared(b_s.index(s), ptrs, mask)
+                # each thread's copies, once complete, count as one of the barrier's 128 arrivals
+                async_copy.mbarrier_arrive(b_ready.index(s), increment_count=False)
+            j += 1
+
+
+@gluon.jit
+def _consumer(which: gl.constexpr, c_desc, C, M, N, K, scm, a_s, b_s, c_s, a_ready, b_ready, empty, num_pid_m,
+              num_pid_n, GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr, EPI: gl.constexpr):
+    BLOCK_M: gl.constexpr = a_s.shape[1]
+    BLOCK_K: gl.constexpr = a_s.shape[2]
+    BLOCK_N: gl.constexpr = b_s.shape[2]
+    ROWS: gl.constexpr = BLOCK_M // 2
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                         instr_shape=[16, BLOCK_N, 16])
+    k_tiles = gl.cdiv(K, BLOCK_K)
+    num_tiles = num_pid_m * num_pid_n
+    j = 0
+    for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+        pid_m, pid_n = _coords(tile, num_pid_m, num_pid_n, GROUP_M)
+        r0 = pid_m * BLOCK_M + which * ROWS
+        off_n = pid_n * BLOCK_N
+        acc = gl.zeros([ROWS, BLOCK_N], gl.float32, acc_layout)
+        for kt in range(k_tiles):
+            s = j % STAGES
+            ph = (j // STAGES) & 1
+            mbarrier.wait(a_ready.index(s), ph)
+            if not B_TMA:
+                mbarrier.wait(b_ready.index(s), ph)
+                fence_async_shared()  # B was written through the generic proxy (cp.async); wgmma reads async
+            acc = warpgroup_mma(a_s.index(s).slice(which * ROWS, ROWS, dim=0), b_s.index(s), acc, is_async=True)
+            acc = warpgroup_mma_wait(1, deps=(acc,))
+            if kt > 0:
+                mbarrier.arrive(empty.index((j - 1) % STAGES), count=1)
+            j += 1
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+        mbarrier.arrive(empty.index((j - 1) % STAGES), count=1)
+        c = acc.to(c_desc.dtype)
+        if EPI == 0:
+            tma.store_wait(0)  # the previous tile has left the staging buffer
+            c_s.index(which).store(c)
+            fence_async_shared()
+            tma.async_copy_shared_to_global(c_desc, [r0, off_n], c_s.index(which))
+        else:
+            offs_m = r0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, acc_layout))
+            offs_n = off_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, acc_layout))
+            ptrs = C + gl.expand_dims(offs_m.to(gl.int64) * scm, 1) + gl.expand_dims(offs_n, 0)
+            gl.store(ptrs, c, mask=gl.expand_dims(offs_m < M, 1) & gl.expand_dims(offs_n < N, 0))
+    if EPI == 0:
+        tma.store_wait(0)
+
+
+@gluon.jit
+def _consumer0(c_desc, C, M, N, K, scm, a_s, b_s, c_s, a_ready, b_ready, empty, num_pid_m, num_pid_n,
+               GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr, EPI: gl.constexpr):
+    _consumer(0, c_desc, C, M, N, K, scm, a_s, b_s, c_s, a_ready, b_ready, empty, num_pid_m, num_pid_n, GROUP_M,
+              STAGES, B_TMA, EPI)
+
+
+@gluon.jit
+def _consumer1(c_desc, C, M, N, K, scm, a_s, b_s, c_s, a_ready, b_ready, empty, num_pid_m, num_pid_n,
+               GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr, EPI: gl.constexpr):
+    _consumer(1, c_desc, C, M, N, K, scm, a_s, b_s, c_s, a_ready, b_ready, empty, num_pid_m, num_pid_n, GROUP_M,
+              STAGES, B_TMA, EPI)
+
+
+@gluon.jit
+def matmul_ws_kernel(a_desc, b_desc, c_desc, B, C, M, N, K, N8, SB8, scm,
+                     BLOCK_N: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr,
+                     EPI: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+    """a_desc: host descriptor over A (M, K) with [BLOCK_M, BLOCK_K] boxes; c_desc over C (M, N) with
+    [BLOCK_M / 2, BLOCK_N] boxes; b_desc over B (K, N) with [BLOCK_K, BLOCK_N] boxes (read only with ``B_TMA``;
+    otherwise B is read through the pointer ``B``, row stride SB8 * 8 elements, N8 * 8 == N columns).  C also as
+    a pointer with row stride ``scm`` for ``EPI`` 1."""
+    dtype: gl.constexpr = a_desc.dtype
+    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    num_pid_m = gl.cdiv(M, BLOCK_M)
+    num_pid_n = gl.cdiv(N, BLOCK_N)
+    a_s = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
+    b_s = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N], b_desc.layout)
+    if EPI == 0:
+        c_s = gl.allocate_shared_memory(dtype, [2, BLOCK_M // 2, BLOCK_N], c_desc.layout)
+    else:
+        c_s = gl.allocate_shared_memory(dtype, [2, 8, BLOCK_N], c_desc.layout)  # unused
+    bar: gl.constexpr = mbarrier.MBarrierLayout()
+    a_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar)
+    b_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar)
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(a_ready.index(i), count=1)
+        mbarrier.init(b_ready.index(i), count=128)  # one cp.async arrival per producer thread
+        mbarrier.init(empty.index(i), count=2)  # released by both consumers
+    gl.warp_specialize([
+        (_producer, (a_desc, b_desc, B, K, N8, SB8, a_s, b_s, a_ready, b_ready, empty, num_pid_m, num_pid_n,
+                     GROUP_M, STAGES, B_TMA)),
+        (_consumer0, (c_desc, C, M, N, K, scm, a_s, b_s, c_s, a_ready, b_ready, empty, num_pid_m, num_pid_n,
+                      GROUP_M, STAGES, B_TMA, EPI)),
+        (_consumer1, (c_desc, C, M, N, K, scm, a_s, b_s, c_s, a_ready, b_ready, empty, num_pid_m, num_pid_n,
+                      GROUP_M, STAGES, B_TMA, EPI)),
+    ], [4, 4], [CONSUMER_REGS, CONSUMER_REGS])

@@ -1,0 +1,91 @@
+"""The warp-specialised Gluon GEMM (kernels/_matmul_ws.py): B through cp.async at misaligned pitches, through TMA
+at aligned ones.  Gluon does not run in the CPU interpreter: there only the fallbacks are checked."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernels import _matmul_gluon as mg
+from kernels.matmul import matmul
+from tests.kernels.test_matmul import check_matmul
+
+WS_CFGS = [(128, 256, 64, 8, 3, 0), (128, 256, 64, 8, 4, 1), (128, 128, 64, 8, 4, 0), (128, 256, 64, 1, 3, 0)]
+
+
+@pytest.mark.parametrize("how", ["ws", "ws-tma", "ws-repack"])
+def test_ws_falls_back_to_repack_where_it_cannot_run(how, device, gen):
+    """The Gluon routes off an sm_90 GPU (or in the interpreter) take the repack path."""
+    if mg.runnable(*(torch.empty(128, 128, dtype=torch.bfloat16, device=device) for _ in range(3))):
+        pytest.skip("the Gluon kernel runs here: covered by the GPU tests")
+    check_matmul(70, 104, 40, torch.bfloat16, device, gen, use_tma=True, misaligned_b=how)
+    check_matmul(70, 104, 40, torch.bfloat16, device, gen, misaligned_b=how, gluon=True)
+
+
+def test_gluon_default_rule():
+    from kernels import matmul as mm
+
+    assert mm.gluon_default(4096, 4096) and mm.gluon_default(4000, 5000)
+    assert not mm.gluon_default(1000, 1024)  # 32 tiles of 128x256: under a wave
+    assert not mm.gluon_default(64, 1 << 20)  # decode-sized M
+
+
+def test_ws_config_rejected_where_it_cannot_run(device):
+    a = torch.randn(70, 40, dtype=torch.bfloat16, device=device)
+    b = torch.randn(40, 104, dtype=torch.bfloat16, device=device)
+    if mg.runnable(a, b, torch.empty(70, 104, dtype=torch.bfloat16, device=device)):
+        pytest.skip("the Gluon kernel runs here")
+    with pytest.raises(ValueError, match="Gluon GEMM"):
+        matmul(a, b, ws=mg.WS_CONFIG)
+
+
+def test_runnable_needs_aligned_rows(device):
+    a = torch.empty(64, 40, dtype=torch.bfloat16, device=device)
+    b = torch.empty(40, 100, dtype=torch.bfloat16, device=device)  # N not a multiple of 8
+    assert not mg.runnable(a, b, torch.empty(64, 100, dtype=torch.bfloat16, device=device))
+    a32 = torch.empty(64, 40, dtype=torch.float32, device=device)
+    b32 = torch.empty(40, 104, dtype=torch.float32, device=device)
+    assert not mg.runnable(a32, b32, torch.empty(64, 104, dtype=torch.float32, device=device))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("m", "n", "k"), [(4000, 5000, 3000), (4000, 5000, 3072), (1000, 4104, 776), (70, 264, 40),
+                                           (300, 8, 1000), (129, 5000, 72)])
+@pytest.mark.parametrize("cfg", WS_CFGS)
+def test_matmul_gpu_ws_misaligned(m, n, k, cfg, gen):
+    """B pitch not a multiple of 128 bytes: B through cp.async (ragged M, N, K; edges zero-filled / clipped)."""
+    assert mg.status() == "enabled", mg.status()
+    for _ in range(2):
+        check_matmul(m, n, k, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32, ws=cfg)
+    assert mg.status() == "enabled", mg.status()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("m", "n", "k", "dtype"), [(4096, 4096, 4096, torch.bfloat16), (1000, 1024, 777 + 7,
+                                                    torch.float16), (256, 512, 64, torch.bfloat16)])
+@pytest.mark.parametrize("cfg", WS_CFGS[:3])
+def test_matmul_gpu_ws_aligned(m, n, k, dtype, cfg, gen):
+    """B pitch a multiple of 128 bytes: B through TMA."""
+    check_matmul(m, n, k, dtype, "cuda", gen, ref_dtype=torch.float32, ws=cfg)
+    assert mg.status() == "enabled", mg.status()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("how", ["ws", "ws-tma", "ws-repack", "repack"])
+@pytest.mark.parametrize(("m", "n", "k"), [(4000, 5000, 3000), (4096, 5000, 3072), (1000, 4104, 776)])
+def test_matmul_gpu_ws_routes(how, m, n, k, gen):
+    """Each misaligned-B route at ragged shapes (twice: ring phases carried across calls are not state)."""
+    for _ in range(2):
+        check_matmul(m, n, k, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32, misaligned_b=how)
+    assert mg.status() == "enabled", mg.status()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("gluon", [None, False, True])
+@pytest.mark.parametrize(("m", "n", "k", "dtype"), [(4096, 4096, 4096, torch.bfloat16), (8192, 8192, 1024,
+                                                    torch.float16), (4096, 14336, 4096, torch.bfloat16),
+                                                    (3000, 5000, 1000, torch.bfloat16)])
+def test_matmul_gpu_default_routes(gluon, m, n, k, dtype, gen):
+    """The default (Gluon for large row-major GEMMs), the Triton kernel, and Gluon forced."""
+    check_matmul(m, n, k, dtype, "cuda", gen, ref_dtype=torch.float32, gluon=gluon)
+    assert mg.status() == "enabled", mg.status()
