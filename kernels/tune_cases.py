@@ -66,8 +66,22 @@ MM_MISALIGNED = {"ptr": [(128, 256, 64, 8, 8, 3, 0, False), (128, 256, 64, 4, 8,
                          (256, 128, 64, 8, 8, 3, 0, False), (128, 256, 64, 8, 8, 3, 2, False),
                          (128, 256, 64, 8, 8, 4, 1, False), (128, 128, 64, 8, 8, 4, 0, False)],
                  "repack": [(128, 256, 64, 8, 8, 3, 0, True), (128, 256, 64, 8, 8, 4, 1, True)]}
-# session 6 (issue 16): "s6" sweeps only the two shapes still below 0.95x cuBLAS; "s5" the lists above.
+# session 6 (issue 16): "s6" sweeps only the two shapes still below 0.95x cuBLAS; "s5" the lists above; "s8" the
+# warp-specialised Gluon GEMM (MM_WS) at the ragged shape and 4096^3, and decode at kv2048 (DEC_S8, DEC_FLOOR).
 MM_SWEEP = os.environ.get("PERFCI_MM_SWEEP", "s6")
+# Gluon GEMM (kernels/_matmul_ws.py): (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, EPI); B through cp.async where
+# its pitch is misaligned, through TMA where it is not (the "pad" rows, 4096^3)
+MM_WS = [(128, 256, 64, 8, 3, 0), (128, 256, 64, 8, 4, 1), (128, 256, 64, 4, 3, 0), (128, 256, 64, 16, 3, 0),
+         (128, 256, 64, 1, 3, 0), (128, 128, 64, 8, 4, 0)]
+MM_WS_ALIGNED = [(4096, 4096, 4096)]
+# decode at 8x16 heads kv2048 d64 (DEC_SHAPES[0]), "s8": tile / stage / warp / split choices beside DEC's.  Session 8
+# call 1 (H100, graph-timed): direct (128, 4, 3) 26.1 us, 2 chunks 25.9 (combine kernel or fused), BLOCK_N 64 with 4
+# or 6 stages 26.7-26.8, 8 warps 26.2, 2 stages 33.9, BLOCK_N 256 29.5
+DEC_S8 = [(128, 4, 3, 0, False, False), (128, 8, 3, 0, False, False), (128, 4, 3, 2, False, False),
+          (128, 4, 3, 2, False, True), (64, 4, 3, 4, False, False)]
+# the read floor of the same bytes (decode.read_floor): (programs, BLOCK_N, warps, stages); call 1: 128 programs
+# 34.3 us, 264 27.2, 528 x 64 rows 25.25 (88.6 % of copy), 128 x 8 warps x 4 stages 29.9
+DEC_FLOOR = [(528, 64, 4, 3), (1056, 64, 4, 3), (528, 128, 8, 3)]
 # 16 < M <= 64 through the tensor-descriptor split-K kernel (matmul_splitk_tma), graph-timed as "mmk" rows:
 # (split, BLOCK_N, BLOCK_K, warps, stages, host descriptors); BLOCK_M = 64.  Split 1 = unsplit, one tile per program.
 MM_SKTMA = [(1, 32, 128, 4, 6, True), (1, 32, 128, 4, 6, False), (1, 64, 128, 4, 6, True),
@@ -121,13 +135,15 @@ def sweep_variants() -> list[Variant]:
                     out.append(Variant("bwd", (b, h, seq, d, causal), {"dkdv": cfg, "dq": DQ[0], "tma": tma}))
                 for cfg in DQ[1:]:
                     out.append(Variant("bwd", (b, h, seq, d, causal), {"dkdv": DKDV[0], "dq": cfg, "tma": tma}))
-    for shp in DEC_SHAPES:
+    for shp in DEC_SHAPES if MM_SWEEP not in ("s8", "s8dec") else []:
         for bn, w, s, waves, tma, fused in DEC:
             if bn * shp[4] * 4 * (s - 1) > 220_000:
                 continue  # K+V stages beyond shared memory
             if waves == 0 and shp[0] * shp[2] < 0.9 * 132:
                 continue  # one chunk per head only runs when the (batch, kv head) pairs fill the GPU
             out.append(Variant("dec", shp, {"bn": bn, "w": w, "s": s, "waves": waves, "tma": tma, "fused": fused}))
+    if MM_SWEEP in ("s8", "s8dec"):
+        return out + [v for v in _s8_variants() if MM_SWEEP == "s8" or v.section == "dec"]
     if MM_SWEEP == "s6":
         for shp in MM_SKTMA_SHAPES:
             for cfg in MM_SKTMA_BASE:
@@ -157,6 +173,28 @@ def sweep_variants() -> list[Variant]:
             out.append(Variant("mm", shp, {"cfg": cfg}))
         for split, cfg, fused in MMK:
             out.append(Variant("mmk", shp, {"split": split, "cfg": cfg, "fused": fused}))
+    return out
+
+
+def _s8_variants() -> list[Variant]:
+    out = []
+    shp = MM_SHAPES[0]
+    out.append(Variant("mm", shp, {"cfg": MM_PAD_CFGS[0], "mb": "repack"}))  # the session-6 default
+    out.append(Variant("mm", shp, {"cfg": MM_PAD_CFGS[0], "pad": "b"}))  # Triton on a padded pitch
+    for cfg in MM_WS:
+        out.append(Variant("mm", shp, {"ws": cfg}))
+    for cfg in MM_WS[:2]:
+        out.append(Variant("mm", shp, {"ws": cfg, "pad": "b"}))  # Gluon with B through TMA, padded pitch
+    for shp in MM_WS_ALIGNED:
+        out.append(Variant("mm", shp, {"cfg": MM_PAD_CFGS[0]}))
+        for cfg in MM_WS[:3]:
+            out.append(Variant("mm", shp, {"ws": cfg}))
+    for bn, w, s, waves, tma, fused in DEC_S8:
+        out.append(Variant("dec", DEC_SHAPES[0], {"bn": bn, "w": w, "s": s, "waves": waves, "tma": tma,
+                                                  "fused": fused}))
+    for progs, bn, w, s in DEC_FLOOR:
+        out.append(Variant("dec", DEC_SHAPES[0], {"floor": progs, "bn": bn, "w": w, "s": s}))
+    out.append(Variant("dec", DEC_SHAPES[0], {"floor": "copy"}))  # torch copy of K and V: the same bytes moved
     return out
 
 
@@ -234,6 +272,14 @@ def make_fn(v: Variant):
         o, lse = attention.attention_forward(q, k, vv, causal, config=(128, 64, 4, 3), use_tma=False)
         return partial(attention.attention_backward, do, q, k, vv, o, lse, causal, configs=(p["dkdv"], p["dq"]),
                        use_tma=p["tma"])
+    if v.section == "dec" and p.get("floor") == "copy":  # half of K and V read, half written: 67 MB moved
+        _, k, vv = inputs("dec", v.case)
+        src = torch.cat([k.flatten()[: k.numel() // 2], vv.flatten()[: vv.numel() // 2]])
+        dst = torch.empty_like(src)
+        return partial(dst.copy_, src)
+    if v.section == "dec" and "floor" in p:
+        _, k, vv = inputs("dec", v.case)
+        return partial(decode.read_floor, k, vv, p["floor"], p["bn"], p["w"], p["s"])
     if v.section == "dec":
         q, k, vv = inputs("dec", v.case)
         b, _, hk, seq = v.case[:4]
@@ -258,6 +304,8 @@ def make_fn(v: Variant):
     if "b" in pad:
         bm = padded(bm, wide)
     out = padded(torch.empty((a.shape[0], n), dtype=a.dtype, device=a.device), wide) if "c" in pad else None
+    if "ws" in p:
+        return partial(matmul.matmul, a, bm, ws=p["ws"], out=out)
     return partial(matmul.matmul, a, bm, config=p["cfg"], use_tma=p.get("tma"), persistent=p.get("persistent", True),
                    out=out, misaligned_b=p.get("mb"), repack=p.get("rp"))
 
@@ -310,6 +358,8 @@ def check(v: Variant, result) -> float:
 
     if v.section == "mmk" and "rp" in v.params:
         return rel_err(result, inputs("mm", v.case)[1])
+    if v.section == "dec" and "floor" in v.params:  # a sum of the caches, no reference: finite is enough
+        return 0.0 if bool(torch.isfinite(result).all()) else float("inf")
     r = reference(v)
     if v.section in ("fwd", "fp8"):
         result = result[0]
@@ -349,6 +399,8 @@ def dry_setup() -> None:
     MM_PAD_CFGS[:] = MM[:1]
     MM_MISALIGNED.update(ptr=[(32, 32, 16, 2, 4, 1, 0, False)], repack=[(32, 32, 16, 2, 4, 1, 0, True)])
     MM_SKTMA_SHAPES[:] = [(40, 48, 56)]
+    MM_WS_ALIGNED[:] = [(64, 64, 64)]
+    del DEC_S8[3:], DEC_FLOOR[1:]
     MM_SKTMA[:] = [(1, 32, 16, 4, 1, True), (2, 32, 16, 4, 1, False)]
     MM_SKTMA_BASE[:] = MM_SMALL[:1]
     del MM_REPACK[2:], MM_REPACK_GEMM[1:]

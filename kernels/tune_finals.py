@@ -8,6 +8,7 @@ from functools import partial
 
 import torch
 
+from kernels import _matmul_gluon as _mg
 from kernels import tune_cases as cases
 from kernels.tune_cases import bench
 from kernels.tune_cases import randn as _randn
@@ -50,6 +51,10 @@ def _layout_tag(params: dict) -> str:
         tag += " split-K TMA"
     if params.get("rp"):
         tag += " repack" + ("" if params.get("mb") else " only")
+    if params.get("ws"):
+        tag += " gluon-ws"
+    if params.get("floor"):
+        tag += " read-floor"
     return tag
 
 
@@ -104,6 +109,11 @@ def apply_best(rows: list[dict], log) -> None:
     if sk:
         FINAL_SKTMA[:] = sk
         log(f"mm split-K TMA candidates for the finals: {sk}")
+    ws = top("mm", lambda v: "ws" in v.params and not v.params.get("pad") and v.case[0] != v.case[1],
+             lambda v: v.params["ws"], 2)
+    if ws:
+        FINAL_WS[:] = ws
+        log(f"mm Gluon GEMM candidates for the finals: {ws}")
     rp = top("mmk", lambda v: "rp" in v.params, lambda v: v.params["rp"], 2)
     if rp:
         FINAL_REPACK[:] = rp
@@ -114,12 +124,15 @@ def apply_best(rows: list[dict], log) -> None:
 # (session 5, call 2: all slower than the unsplit kernel at 64x4096x4096; none in the last call)
 FINAL_SPLITK: list[tuple] = []
 # misaligned-B paths shown beside the default ("ours") in the finals
-FINAL_MISALIGNED = ("tma", "overlap")
+FINAL_MISALIGNED = ("repack", "ws-tma", "ws-repack")
+EVICT_REPACK = (32, 256, 4, 1)  # evict-first loads, evict-last stores (session 6: the fastest copy)
+# session 8: Gluon GEMM configs shown beside the default at the misaligned shapes (filled from the sweep by
+# apply_best); at the aligned large shapes the Gluon GEMM (B through TMA) runs with its default config
+FINAL_WS: list[tuple] = []
 # session 6: TMA split-K configs (16 < M <= 64) and repack configs (misaligned B) shown beside the default; filled
 # from the sweep's best rows by apply_best
 FINAL_SKTMA: list[tuple] = [(1, 32, 128, 4, 8, True), (1, 32, 256, 4, 4, True), (1, 32, 128, 4, 6, False)]
 FINAL_REPACK: list[tuple] = []
-OLD_REPACK = (32, 256, 4, 0)  # session 5's repack copy
 
 
 def _work(section: str, case: tuple) -> tuple[float, float]:
@@ -204,11 +217,19 @@ def finals(args, log, copy_tbps: float = 0.0) -> list[str]:
         sktma = mid_m and matmul_splitk.default_tma_split(m, n, k, sms) > 0
         impls = {"ours": partial(matmul.matmul, a, bb), "cublas": partial(torch.matmul, a, bb)}
         if matmul._b_pitch_misaligned(bb) and m > matmul.SMALL_M:
-            for how in FINAL_MISALIGNED:
+            for how in (h for h in FINAL_MISALIGNED if h != matmul.MISALIGNED_B):
                 impls[f"ours-b{how}"] = partial(matmul.matmul, a, bb, misaligned_b=how)
-            for rp in dict.fromkeys([*FINAL_REPACK, OLD_REPACK]):
+            for rp in FINAL_REPACK:
                 if rp != matmul.REPACK_CONFIG:
                     impls[f"ours-rp{','.join(map(str, rp))}"] = partial(matmul.matmul, a, bb, repack=rp)
+            for cfg in FINAL_WS:
+                impls[f"ours-ws{','.join(map(str, cfg))}"] = partial(matmul.matmul, a, bb, ws=cfg)
+            impls["ours-bws-repack-evict"] = partial(matmul.matmul, a, bb, misaligned_b="ws-repack",
+                                                     repack=EVICT_REPACK)
+        elif matmul.gluon_default(m, n) and _mg.runnable(a, bb, a.new_empty((m, n))):
+            impls["ours-triton"] = partial(matmul.matmul, a, bb, gluon=False)  # the session-6 default path
+        elif m > matmul.SMALL_M and _mg.runnable(a, bb, a.new_empty((m, n))):
+            impls["ours-ws"] = partial(matmul.matmul, a, bb, ws=_mg.WS_CONFIG)
         if sktma:
             impls["ours-unsplit"] = partial(matmul.matmul, a, bb, split_k=0)  # the session-5 default
         if mid_m:
