@@ -62,7 +62,9 @@ DQ_CONFIGS: dict[int, list[tuple]] = {
     128: [(128, 64, 8, 3, True), (128, 64, 8, 3, False), (128, 128, 8, 2, True)],
     256: [(64, 32, 4, 2, False), (64, 64, 8, 2, False)],
 }
-# backward used by impl="auto": "triton" (2 kernels, deterministic) or "fused" (kernels/attention_bwd_fused.py)
+# backward used by impl="auto": "triton" (2 kernels, deterministic), "fused" (kernels/attention_bwd_fused.py) or
+# "gluon-where-faster" (the warp-specialised Gluon backward, kernels/attention_bwd_ws.py, where it is eligible and
+# attention_bwd_ws.preferred() says it measured faster; the 2-kernel scheme elsewhere)
 BWD_IMPL: str = "triton"
 # fp8 forward (e4m3 q/k/v; tiles are half the bytes, so deeper pipelines / wider KV tiles fit).
 FP8_FWD_CONFIGS: dict[int, list[tuple]] = {
@@ -261,11 +263,16 @@ def attention_backward(
     ``dq``/``dk``/``dv`` may be given preallocated.  ``impl``: "triton" is the deterministic 2-kernel scheme
     (a dK/dV kernel and a dQ kernel; ``configs`` = (dkdv config, dq config)); "fused" is one kernel computing
     S and dP once per tile pair and adding dQ into an fp32 scratch with atomics (``kernels/attention_bwd_fused.py``;
-    dq is **not bitwise deterministic**; ``configs[0]`` is its config); "auto" is ``BWD_IMPL``.
+    dq is **not bitwise deterministic**; ``configs[0]`` is its config); "gluon" is the warp-specialised Gluon
+    backward (``kernels/attention_bwd_ws.py``: Hopper, fp16/bf16, head dim 64 or 128; dq not bitwise deterministic;
+    ValueError where it cannot run); "auto" is ``BWD_IMPL``.  ``configs`` and ``use_tma`` apply to the Triton
+    schemes only ("auto" then keeps to them).
     """
+    from kernels import attention_bwd_ws  # (imported here: this function is the only user in this module)
+
     dims = check_attention(q, k, v, layout, HEAD_DIMS)
-    if impl not in ("auto", "triton", "fused"):
-        raise ValueError(f"impl must be 'auto', 'triton' or 'fused', got {impl!r}")
+    if impl not in ("auto", "triton", "fused", "gluon"):
+        raise ValueError(f"impl must be 'auto', 'triton', 'fused' or 'gluon', got {impl!r}")
     for name, t in (("grad_out", do), ("out", out)):
         if tuple(t.shape) != tuple(q.shape) or t.device != q.device:
             raise ValueError(f"{name} must have q's shape {tuple(q.shape)} and device, got {tuple(t.shape)}")
@@ -278,10 +285,25 @@ def attention_backward(
     dv = torch.empty_like(v, memory_format=torch.contiguous_format) if dv is None else dv
     for name, t, ref in (("dq", dq, q), ("dk", dk, k), ("dv", dv, v)):
         check_buffer(name, t, tuple(ref.shape), ref.dtype, ref.device)
+    chosen = BWD_IMPL if impl == "auto" else impl
+    if chosen == "gluon-where-faster":  # "auto" with BWD_IMPL naming the Gluon backward where it measured faster
+        chosen = "gluon" if configs == (None, None) and use_tma is None and attention_bwd_ws.preferred(
+            dims, causal) else "triton"
+    if chosen == "gluon" and not attention_bwd_ws.eligible(q, k, v, do, dk, dv, dims.head_dim, scale):
+        if impl == "gluon":
+            raise ValueError(f"impl='gluon': the Gluon backward cannot run these inputs (it needs "
+                             f"{attention_bwd_ws.requirements()})")
+        chosen = "triton"
     if dims.len_q == 0 or dims.len_k == 0 or dims.batch == 0:
         return dq.zero_(), dk.zero_(), dv.zero_()
+    if chosen == "gluon":
+        if attention_bwd_ws.backward(do, q, k, v, out, lse, dq, dk, dv, dims, layout, causal, scale):
+            return dq, dk, dv
+        if impl == "gluon":
+            raise RuntimeError(f"the Gluon backward did not build: {attention_bwd_ws.status()}")
+        chosen = "triton"
     eligible = attention_path(q, k, v, do) == "hopper"
-    if (BWD_IMPL if impl == "auto" else impl) == "fused":
+    if chosen == "fused":
         attention_bwd_fused.fused_backward(do, q, k, v, out, lse, dq, dk, dv, dims, layout, causal, scale, eligible,
                                            config=configs[0], use_tma=use_tma)
         return dq, dk, dv

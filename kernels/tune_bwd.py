@@ -1,17 +1,19 @@
-"""Device bench of the attention backward: the 2-kernel Triton scheme vs the fused kernel vs SDPA.
+"""Device bench of the attention backward: the 2-kernel Triton scheme vs the fused kernel vs the Gluon kernel vs SDPA.
 
     python3 -m kernels.tune_bwd check            # correctness vs the fp32 reference (kernels/reference.py)
-    python3 -m kernels.tune_bwd bench [--sweep]  # graph-timed: ours (both) vs SDPA cuDNN / flash
+    python3 -m kernels.tune_bwd bench [--sweep]  # graph-timed: ours (all three) vs SDPA cuDNN / flash
     TRITON_INTERPRET=1 python3 -m kernels.tune_bwd dry   # CPU interpreter, tiny shapes: this script only
 
 ``check`` runs every fused candidate config of the case's head dim (pointer atomics, TMA loads, TMA reduce-adds)
 and the autotuned path (whose timing runs add into the scratch: the result checks the autotuner's reset), over
-GQA, causal, both layouts, head dims 64/80/96/128/256, odd and unequal lengths, fp16/bf16; then how far two
-fused runs differ (dq is accumulated with atomics).  ``bench`` takes the lower median of 2 rounds,
-implementations taking turns (``kernels.tune_cases.bench(fn, graph=True)``; where that capture fails, as for
-SDPA's autograd backward in call 1, perfci's side-stream capture, else events: the timer is printed).
-``--sweep`` adds each fused config and each 2-kernel dK/dV config at the d128 / d64 L4096 shapes; ``--diag`` adds,
-for the first fused config, the unstaggered q order and a timing-only run without the dQ part (its dq is wrong).
+GQA, causal, both layouts, head dims 64/80/96/128/256, odd and unequal lengths, fp16/bf16, and the warp-specialised
+Gluon backward (``impl="gluon"``) at every case it is eligible for (head dims 64 and 128; "n/a" elsewhere); then
+how far two fused runs, and two Gluon runs, differ (dq is accumulated with atomics / TMA reduce-adds).
+``bench`` takes the lower median of 2 rounds, implementations taking turns (``kernels.tune_cases.bench(fn,
+graph=True)``; where that capture fails, as for SDPA's autograd backward in call 1, perfci's side-stream capture,
+else events: the timer is printed).  ``--sweep`` adds each fused config and each 2-kernel dK/dV config at the
+d128 / d64 L4096 shapes, and the Gluon backward's other ring depths at every shape; ``--diag`` adds, for the
+first fused config, the unstaggered q order and a timing-only run without the dQ part (its dq is wrong).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from functools import partial
 
 import torch
 
-from kernels import attention, attention_bwd_fused, tune_cases
+from kernels import attention, attention_bwd_fused, attention_bwd_ws, tune_cases
 from kernels import reference as ref
 from kernels._checks import check_attention, interpreting, table_for
 
@@ -38,6 +40,7 @@ CHECK_CASES: list[tuple] = [
     (1, 4, 4, 513, 513, 96, True, "bhld", torch.bfloat16),
     (1, 4, 2, 300, 300, 256, True, "bhld", torch.float16),
 ]
+GLUON_STAGES = (2, 3)  # --sweep: the Gluon backward's Q/dO ring depths (3 fits in shared memory at d64 only)
 BENCH_SHAPES: list[tuple[int, int, int, int]] = [(4, 16, 4096, 128), (4, 16, 4096, 64), (2, 16, 8192, 128)]
 SWEEP_SHAPES: list[tuple[int, int, int, int]] = [(4, 16, 4096, 128), (4, 16, 4096, 64)]
 # 2-kernel scheme, --sweep: dK/dV kernel configs (BLOCK_M, BLOCK_N, warps, stages, USE_TMA), the dQ kernel autotuned
@@ -63,7 +66,14 @@ def _grads(impl: str, do, q, k, v, out, lse, causal, layout, config=None) -> tup
     return grads
 
 
-def check() -> int:
+def _gluon_ok(q, k, v, do) -> bool:
+    """The Gluon backward can run these inputs (default scale, fresh contiguous gradient buffers)."""
+    d = q.shape[-1]
+    return attention_bwd_ws.eligible(q, k, v, do, k, v, d, d ** -0.5)
+
+
+def check(only: tuple[str, ...] = ()) -> int:
+    """Every case against the fp32 reference; ``only``: the implementations to run (default: all)."""
     bad = 0
     for i, (b, hq, hk, lq, lk, d, causal, layout, dt) in enumerate(CHECK_CASES):
         q, do = (tune_cases.randn(_shape(b, hq, lq, d, layout), dt, 10 * i + j) for j in (0, 3))
@@ -76,7 +86,14 @@ def check() -> int:
         tag = f"b{b} hq{hq} hk{hk} lq{lq} lk{lk} d{d} causal={causal} {layout} {str(dt)[6:]}"
         runs = [("triton", None), ("fused", None)] if i < 2 else []
         runs += [("fused", c) for c in table_for(attention_bwd_fused.FUSED_CONFIGS, d)]
+        runs.append(("gluon", None))
+        if only:
+            runs = [(impl, cfg) for impl, cfg in (("triton", None), *runs) if impl in only and cfg is None]
+            runs = list(dict.fromkeys(runs))
         for impl, cfg in runs:
+            if impl == "gluon" and not _gluon_ok(q, k, v, do):
+                log(f"n/a  {tag:52s} gluon ({attention_bwd_ws.status()}; head dims {attention_bwd_ws.HEAD_DIMS})")
+                continue
             try:
                 g = _grads(impl, do, q, k, v, out, lse, causal, layout, cfg)
                 errs = [ref.rel_err(x, r) for x, r in zip(g, refs, strict=True)]
@@ -89,11 +106,16 @@ def check() -> int:
             name = impl if cfg is None else f"{impl}{cfg}"
             log(f"{'ok  ' if ok else 'FAIL'} {tag:52s} {name:36s} dq {errs[0]:.2e} dk {errs[1]:.2e} "
                 f"dv {errs[2]:.2e}{note}")
-        if i == 0:  # run-to-run difference of the fused path (atomics)
+        if i == 0 and (not only or "fused" in only):  # run-to-run difference of the fused path (atomics)
             g1 = _grads("fused", do, q, k, v, out, lse, causal, layout)
             g2 = _grads("fused", do, q, k, v, out, lse, causal, layout)
             diff = [(x.float() - y.float()).abs().max().item() for x, y in zip(g1, g2, strict=True)]
             log(f"     fused run-to-run max |diff|: dq {diff[0]:.3e} dk {diff[1]:.3e} dv {diff[2]:.3e}")
+        if i == 0 and (not only or "gluon" in only) and _gluon_ok(q, k, v, do):
+            g1 = _grads("gluon", do, q, k, v, out, lse, causal, layout)
+            g2 = _grads("gluon", do, q, k, v, out, lse, causal, layout)
+            diff = [(x.float() - y.float()).abs().max().item() for x, y in zip(g1, g2, strict=True)]
+            log(f"     gluon run-to-run max |diff|: dq {diff[0]:.3e} dk {diff[1]:.3e} dv {diff[2]:.3e}")
         del q, k, v, do, out, lse, qr, kr, vr, ro, refs
     log(f"check: {'all passed' if bad == 0 else f'{bad} FAILED'}")
     return 1 if bad else 0
@@ -155,13 +177,22 @@ def _time(fn) -> tuple[float, str]:
     return tune_cases.bench(fn), "event"
 
 
-def bench(sweep: bool, diag: bool = False) -> int:
+def bench(sweep: bool, diag: bool = False, skip: tuple[str, ...] = ()) -> int:
+    """Graph-timed backward at BENCH_SHAPES; ``skip``: implementation names (or prefixes) left out."""
     for b, h, seq, d in BENCH_SHAPES:
         for causal in (False, True):
             q, k, v, do = (tune_cases.randn((b, h, seq, d), torch.bfloat16, i) for i in range(4))
             out, lse = attention.attention_forward(q, k, v, causal, impl="triton")
             impls = {"triton": partial(attention.attention_backward, do, q, k, v, out, lse, causal, impl="triton"),
                      "fused": partial(attention.attention_backward, do, q, k, v, out, lse, causal, impl="fused")}
+            if _gluon_ok(q, k, v, do):
+                impls["gluon"] = partial(attention.attention_backward, do, q, k, v, out, lse, causal, impl="gluon")
+                for st in GLUON_STAGES if sweep else ():
+                    if st != attention_bwd_ws.CONFIGS.get(d) and (d == 64 or st == 2):
+                        dims = check_attention(q, k, v, "bhld", attention.HEAD_DIMS)
+                        bufs = tuple(torch.empty_like(t) for t in (q, k, v))
+                        impls[f"gluon stages={st}"] = partial(attention_bwd_ws.backward, do, q, k, v, out, lse, *bufs,
+                                                              dims, "bhld", causal, d ** -0.5, stages=st)
             if sweep and (b, h, seq, d) in SWEEP_SHAPES:
                 dims = check_attention(q, k, v, "bhld", attention.HEAD_DIMS)
                 bufs = tuple(torch.empty_like(t) for t in (q, k, v))
@@ -185,6 +216,7 @@ def bench(sweep: bool, diag: bool = False) -> int:
                     impls[f"sdpa-{be}"] = partial(_sdpa_grad, o, qkv, do)
                 except RuntimeError as exc:
                     log(f"  sdpa {be} bwd not runnable: {str(exc).splitlines()[0][:100]}")
+            impls = {name: fn for name, fn in impls.items() if not name.startswith(skip)}
             flops = tune_cases.flops_bytes(tune_cases.Variant("bwd", (b, h, seq, d, causal)))[0]
             times: dict[str, float] = {}
             timers: dict[str, str] = {}
@@ -233,12 +265,14 @@ def main(argv: list[str]) -> int:
                     help="also time each fused config and each 2-kernel dK/dV config at the sweep shapes")
     ap.add_argument("--diag", action="store_true",
                     help="with --sweep: the unstaggered q order and a no-dQ timing-only run of the first fused config")
+    ap.add_argument("--only", default="", help="check: comma-separated implementations to run (triton,fused,gluon)")
+    ap.add_argument("--skip", default="", help="bench: comma-separated implementation names (or prefixes) to leave out")
     args = ap.parse_args(argv)
     if args.mode == "dry":
         return dry()
     if args.mode == "check":
-        return check()
-    return bench(args.sweep, args.diag)
+        return check(tuple(x for x in args.only.split(",") if x))
+    return bench(args.sweep, args.diag, tuple(x for x in args.skip.split(",") if x))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,317 @@
+"""Warp-specialised FlashAttention backward for Hopper, written in Gluon (bf16/fp16, head dims 64 and 128).
+
+One program per (key block of ``NC * 64`` keys, batch·kv head); it walks every query row block (64 rows) of
+every query head of its GQA group, so dK and dV are summed in registers and written once (deterministic).
+Partitions:
+
+- a **loader** warpgroup (the default partition; one thread issues) makes the TMA copies: the program's K and
+  V block once, then per row block the Q and dO tiles into a ``STAGES``-deep ring (ready mbarriers per tile,
+  one empty mbarrier per stage released by every consumer);
+- ``NC`` **consumer** warpgroups, each owning 64 of the block's keys.  Per row block a consumer issues
+  ``S^T = K_w Q^T`` and ``dP^T = V_w dO^T`` as asynchronous wgmma, computes ``P^T = exp2(S^T c - lse)``
+  under the dP^T product, issues ``dV_w += P^T dO`` with P^T from registers, then ``dS^T = P^T (dP^T -
+  delta)``, writes dS^T to shared memory (its 64 key rows of a [NC*64, 64] tile, two buffers) and issues
+  ``dK_w += dS^T Q``.  Once every consumer's rows of dS^T are in (an mbarrier), dQ of the row block is
+  ``dS K``: at head dim 128 each consumer computes 64 of its columns over all the block's keys; at head dim
+  64 one consumer computes it, taking turns by row block.  The dQ part (fp32) is staged in shared memory and
+  added into an fp32 scratch ``(B*Hq, Lq, D)`` by a TMA bulk reduce-add (``cp.reduce.async.bulk.tensor``),
+  which runs while the consumer goes on; ``kernels/attention_bwd_ws.py`` zeroes the scratch before and scales
+  and casts it after (dq is therefore not bitwise deterministic: the order of the adds varies).
+
+Rows beyond Lq and keys beyond Lk arrive as zeros from the copy engine and need no mask: such a query row has
+lse = +inf (so P = 0), such a key has a zero K and V row (its dQ term is zero; its dK / dV rows are not
+stored).  Only the causal diagonal is masked, in the row blocks that straddle it.  dK is scaled by sm_scale
+here, dQ in the post-pass.
+"""
+# (no "from __future__ import annotations": the aggregates below need their field types at run time)
+
+from triton._C.libtriton import ir
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language._core import builtin
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+from triton.language.core import _aggregate as aggregate
+
+ROWS: gl.constexpr = gl.constexpr(64)  # query rows per step; also keys per consumer warpgroup
+LOG2E: gl.constexpr = gl.constexpr(1.4426950408889634)
+
+
+@builtin
+def _tma_reduce_add(tensor_desc, coord, src, _semantic=None):
+    """TMA bulk reduce-add of shared ``src`` into the global tile at ``coord`` (not exported by Triton 3.6's
+    Gluon; the op exists in its builder)."""
+    coord = _semantic._convert_to_ir_values(coord, require_i64=False)
+    _semantic.builder.create_async_tma_reduce(ir.DESCRIPTOR_REDUCE_KIND.ADD, tensor_desc.handle, coord, src.handle)
+
+
+@aggregate
+class Smem:
+    """Shared buffers and mbarriers of one program."""
+    k: gl.shared_memory_descriptor  # [BLOCK_N, BLOCK_D]
+    v: gl.shared_memory_descriptor
+    q: gl.shared_memory_descriptor  # [STAGES, 64, BLOCK_D]
+    do: gl.shared_memory_descriptor
+    ds: gl.shared_memory_descriptor  # [2, BLOCK_N, 64]: dS^T of a row block (keys x queries)
+    dq: gl.shared_memory_descriptor  # [NC, 64, DQ_W] fp32: each consumer's dQ part, staged for the reduce-add
+    kv_ready: gl.shared_memory_descriptor  # [1, 1]
+    q_ready: gl.shared_memory_descriptor  # [STAGES, 1]
+    do_ready: gl.shared_memory_descriptor
+    qd_empty: gl.shared_memory_descriptor  # [STAGES, 1], count NC
+    ds_ready: gl.shared_memory_descriptor  # [2, 1], count NC
+    ds_free: gl.shared_memory_descriptor  # [2, 1], count NC
+
+    @gluon.constexpr_function
+    def __init__(self, k, v, q, do, ds, dq, kv_ready, q_ready, do_ready, qd_empty, ds_ready, ds_free):
+        self.k, self.v, self.q, self.do, self.ds, self.dq = k, v, q, do, ds, dq
+        self.kv_ready, self.q_ready, self.do_ready, self.qd_empty = kv_ready, q_ready, do_ready, qd_empty
+        self.ds_ready, self.ds_free = ds_ready, ds_free
+
+
+@aggregate
+class Problem:
+    """Sizes and this program's work, the same in every partition."""
+    HQ: gl.tensor
+    HKV: gl.tensor
+    GROUP: gl.tensor
+    LQ: gl.tensor
+    LK: gl.tensor
+    b: gl.tensor
+    hk: gl.tensor
+    n0: gl.tensor  # first key of the block
+    lo: gl.tensor  # first query row block (a multiple of 64) that sees any key of the block
+    split: gl.tensor  # row blocks [lo, split) straddle the causal diagonal, [split, LQ) see the whole block
+    NC: gl.constexpr
+    CAUSAL: gl.constexpr
+
+    @gluon.constexpr_function
+    def __init__(self, HQ, HKV, GROUP, LQ, LK, b, hk, n0, lo, split, NC, CAUSAL):
+        self.HQ, self.HKV, self.GROUP, self.LQ, self.LK = HQ, HKV, GROUP, LQ, LK
+        self.b, self.hk, self.n0, self.lo, self.split = b, hk, n0, lo, split
+        self.NC, self.CAUSAL = gl.constexpr(NC), gl.constexpr(CAUSAL)
+
+
+@gluon.jit
+def _loader(q_desc, k_desc, v_desc, do_desc, sm: Smem, pb: Problem, STAGES: gl.constexpr):
+    BLOCK_D: gl.constexpr = q_desc.block_type.shape[3]
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
+    mbarrier.expect(sm.kv_ready.index(0), k_desc.block_type.nbytes + v_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(k_desc, [pb.b, pb.hk, pb.n0, 0], sm.kv_ready.index(0),
+                                    sm.k.reshape([1, 1, BLOCK_N, BLOCK_D]))
+    tma.async_copy_global_to_shared(v_desc, [pb.b, pb.hk, pb.n0, 0], sm.kv_ready.index(0),
+                                    sm.v.reshape([1, 1, BLOCK_N, BLOCK_D]))
+    t = 0
+    for g in range(pb.GROUP):
+        h = pb.hk * pb.GROUP + g
+        for m0 in range(pb.lo, pb.LQ, ROWS):
+            s = t % STAGES
+            mbarrier.wait(sm.qd_empty.index(s), ((t // STAGES) & 1) ^ 1)  # a fresh barrier counts as phase 1 done
+            mbarrier.expect(sm.q_ready.index(s), q_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(q_desc, [pb.b, h, m0, 0], sm.q_ready.index(s),
+                                            sm.q.index(s).reshape([1, 1, ROWS, BLOCK_D]))
+            mbarrier.expect(sm.do_ready.index(s), do_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(do_desc, [pb.b, h, m0, 0], sm.do_ready.index(s),
+                                            sm.do.index(s).reshape([1, 1, ROWS, BLOCK_D]))
+            t += 1
+
+
+@gluon.jit
+def _step(dk, dv, t, m0, bh, LSE, DELTA, dq_desc, sm: Smem, pb: Problem, which: gl.constexpr, qk_scale, inv_scale,
+          s_layout: gl.constexpr, a_layout: gl.constexpr, dq_layout: gl.constexpr, STAGES: gl.constexpr,
+          DQ_SPLIT: gl.constexpr):
+    """One query row block (ring position t): dK/dV of this consumer's keys, and its share of dQ."""
+    NC: gl.constexpr = pb.NC
+    DQ_W: gl.constexpr = sm.dq.shape[2]
+    dtype: gl.constexpr = sm.q.dtype
+    s = t % STAGES
+    ph = (t // STAGES) & 1
+    buf = t % 2
+    ph2 = (t // 2) & 1
+    cols = m0 + gl.arange(0, ROWS, layout=gl.SliceLayout(0, s_layout))
+    row_ok = cols < pb.LQ
+    row0 = bh.to(gl.int64) * pb.LQ
+    # the accumulators start at -lse / sm_scale and -delta: P^T = exp2(qk_scale * acc), dP^T - delta = acc, so
+    # neither vector stays live in registers (rows beyond LQ: lse = +inf, P = 0)
+    s_zero = gl.zeros([ROWS, ROWS], gl.float32, s_layout)
+    neg_lse = gl.load(LSE + row0 + cols, mask=row_ok, other=float("inf")) * -inv_scale
+    k_w = sm.k.slice(which * ROWS, ROWS, dim=0)
+    v_w = sm.v.slice(which * ROWS, ROWS, dim=0)
+    neg_delta = -gl.load(DELTA + row0 + cols, mask=row_ok, other=0.0)
+    st_init = s_zero + gl.expand_dims(neg_lse, 0)
+    # causal: row blocks before split straddle the diagonal (query row m sees key n if m + LK - LQ >= n), masked
+    # through the accumulator's start (S^T + -inf gives P^T = 0)
+    if pb.CAUSAL:  # noqa: SIM102 (a compile-time test, then a run-time one)
+        if m0 < pb.split:
+            keys = pb.n0 + which * ROWS + gl.arange(0, ROWS, layout=gl.SliceLayout(1, s_layout))
+            keep = gl.expand_dims(cols, 0) + (pb.LK - pb.LQ) >= gl.expand_dims(keys, 1)
+            st_init = gl.where(keep, st_init, float("-inf"))
+    dpt_init = s_zero + gl.expand_dims(neg_delta, 0)
+    mbarrier.wait(sm.q_ready.index(s), ph)
+    st_tok = warpgroup_mma(k_w, sm.q.index(s).permute((1, 0)), st_init, is_async=True)
+    mbarrier.wait(sm.do_ready.index(s), ph)
+    dpt_tok = warpgroup_mma(v_w, sm.do.index(s).permute((1, 0)), dpt_init, is_async=True)
+    st = warpgroup_mma_wait(1, deps=(st_tok,))
+    pt = gl.exp2(st * qk_scale)
+    p_op = gl.convert_layout(pt.to(dtype), a_layout)
+    dv_tok = warpgroup_mma(p_op, sm.do.index(s), dv, is_async=True)
+    dpt = warpgroup_mma_wait(1, deps=(dpt_tok,))
+    dst = (pt * dpt).to(dtype)
+
+    # this consumer's rows of dS^T into the shared tile, for the dQ product of every consumer
+    mbarrier.wait(sm.ds_free.index(buf), ph2 ^ 1)
+    ds_w = sm.ds.index(buf).slice(which * ROWS, ROWS, dim=0)
+    ds_w.store(dst)
+    fence_async_shared()
+    gl.thread_barrier()
+    mbarrier.arrive(sm.ds_ready.index(buf), count=1)
+    dk_tok = warpgroup_mma(ds_w, sm.q.index(s), dk, is_async=True)
+
+    if DQ_SPLIT:  # every consumer: DQ_W of dQ's columns, over all the block's keys
+        mine = True
+        k_cols = sm.k.slice(which * DQ_W, DQ_W, dim=1)
+    else:  # one consumer per row block, in turn
+        mine = t % NC == which
+        k_cols = sm.k
+    if mine:
+        mbarrier.wait(sm.ds_ready.index(buf), ph2)
+        dq_zero = gl.zeros([ROWS, DQ_W], gl.float32, dq_layout)
+        dq_tok = warpgroup_mma(sm.ds.index(buf).permute((1, 0)), k_cols, dq_zero, use_acc=False, is_async=True)
+        dq, dv, dk = warpgroup_mma_wait(0, deps=(dq_tok, dv_tok, dk_tok))
+        mbarrier.arrive(sm.qd_empty.index(s), count=1)
+        mbarrier.arrive(sm.ds_free.index(buf), count=1)
+        dq_s = sm.dq.index(which)
+        tma.store_wait(0)  # the previous reduce-add has read dq_s
+        gl.thread_barrier()
+        dq_s.store(dq)
+        fence_async_shared()
+        gl.thread_barrier()
+        col0 = 0
+        if DQ_SPLIT:
+            col0 = which * DQ_W
+        _tma_reduce_add(dq_desc, [bh, m0, col0], dq_s.reshape([1, ROWS, DQ_W]))
+    else:
+        dv, dk = warpgroup_mma_wait(0, deps=(dv_tok, dk_tok))
+        mbarrier.arrive(sm.qd_empty.index(s), count=1)
+        mbarrier.arrive(sm.ds_free.index(buf), count=1)
+    return dk, dv
+
+
+@gluon.jit
+def _consumer(which: gl.constexpr, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm: Smem,
+              pb: Problem, qk_scale, sm_scale, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
+              DQ_SPLIT: gl.constexpr):
+    BLOCK_D: gl.constexpr = sm.q.shape[2]
+    DQ_W: gl.constexpr = sm.dq.shape[2]
+    dtype: gl.constexpr = sm.q.dtype
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, ROWS, 16])
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                         instr_shape=[16, BLOCK_D, 16])
+    dq_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                        instr_shape=[16, DQ_W, 16])
+    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
+    dk = gl.zeros([ROWS, BLOCK_D], gl.float32, acc_layout)
+    dv = gl.zeros([ROWS, BLOCK_D], gl.float32, acc_layout)
+    mbarrier.wait(sm.kv_ready.index(0), 0)
+    inv_scale = 1.0 / sm_scale
+    t = 0
+    for g in range(pb.GROUP):
+        bh = pb.b * pb.HQ + pb.hk * pb.GROUP + g
+        for m0 in range(pb.lo, pb.LQ, ROWS):
+            dk, dv = _step(dk, dv, t, m0, bh, LSE, DELTA, dq_desc, sm, pb, which, qk_scale, inv_scale, s_layout,
+                           a_layout, dq_layout, STAGES, DQ_SPLIT)
+            t += 1
+    tma.store_wait(0)
+    # dK (scaled), dV of this consumer's 64 keys, stored from registers (rows beyond LK left out)
+    keys = pb.n0 + which * ROWS + gl.arange(0, ROWS, layout=gl.SliceLayout(1, acc_layout))
+    dims = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, acc_layout))
+    keep = gl.expand_dims(keys < pb.LK, 1) & gl.expand_dims(dims < HEAD_DIM, 0)
+    b = pb.b.to(gl.int64)
+    hk = pb.hk.to(gl.int64)
+    rows64 = gl.expand_dims(keys.to(gl.int64), 1)
+    dims2 = gl.expand_dims(dims, 0)
+    gl.store(DK + b * sdkb + hk * sdkh + rows64 * sdkl + dims2, (dk * sm_scale).to(dtype), mask=keep)
+    gl.store(DV + b * sdvb + hk * sdvh + rows64 * sdvl + dims2, dv.to(dtype), mask=keep)
+
+
+@gluon.jit
+def _consumer0(dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm: Smem, pb: Problem, qk_scale,
+               sm_scale, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, DQ_SPLIT: gl.constexpr):
+    _consumer(0, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm, pb, qk_scale, sm_scale,
+              HEAD_DIM, STAGES, DQ_SPLIT)
+
+
+@gluon.jit
+def _consumer1(dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm: Smem, pb: Problem, qk_scale,
+               sm_scale, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, DQ_SPLIT: gl.constexpr):
+    _consumer(1, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm, pb, qk_scale, sm_scale,
+              HEAD_DIM, STAGES, DQ_SPLIT)
+
+
+@gluon.jit
+def attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl,
+                HQ, HKV, GROUP, LQ, LK, n_kb, qk_scale, sm_scale, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
+                CAUSAL: gl.constexpr, DQ_SPLIT: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+    """q/do_desc: (B, Hq, Lq, D) descriptors with [1, 1, 64, BLOCK_D] boxes; k/v_desc: (B, Hkv, Lk, D) with
+    [1, 1, 2*64, BLOCK_D] boxes; dq_desc: the fp32 scratch (B*Hq, Lq, D), zeroed, with [1, 64, DQ_W] boxes
+    (DQ_W = BLOCK_D / 2 with DQ_SPLIT, else BLOCK_D).  LSE (natural log) and DELTA = rowsum(o dO): (B, Hq, Lq)
+    fp32.  DK/DV: pointers with element strides (dim stride 1).  Grid: n_kb key blocks x B x Hkv programs."""
+    NC: gl.constexpr = 2
+    dtype: gl.constexpr = q_desc.dtype
+    BLOCK_D: gl.constexpr = q_desc.block_type.shape[3]
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
+    DQ_W: gl.constexpr = dq_desc.block_type.shape[2]
+    pid = gl.program_id(0)
+    kb = pid % n_kb
+    bhk = pid // n_kb
+    n0 = kb * BLOCK_N
+    # to_tensor: Triton passes integer arguments equal to 1 as constants
+    LQ_t = gl.to_tensor(LQ)
+    LK_t = gl.to_tensor(LK)
+    diag = LK_t - LQ_t
+    if CAUSAL:
+        lo = gl.maximum(n0 - diag, 0) // ROWS * ROWS
+        split = gl.maximum(gl.cdiv(gl.maximum(n0 + BLOCK_N - 1 - diag, 0), ROWS) * ROWS, lo)
+    else:
+        lo = gl.to_tensor(0)
+        split = gl.to_tensor(0)
+    HKV_t = gl.to_tensor(HKV)
+    pb = Problem(gl.to_tensor(HQ), HKV_t, gl.to_tensor(GROUP), LQ_t, LK_t, bhk // HKV_t, bhk % HKV_t, n0, lo, split,
+                 NC, CAUSAL)
+    tile_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BLOCK_D], dtype)
+    kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_D], dtype)
+    ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, ROWS], dtype)
+    dq_s_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, DQ_W], gl.float32)
+    bar: gl.constexpr = mbarrier.MBarrierLayout()
+    sm = Smem(gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_D], kv_layout),
+              gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_D], kv_layout),
+              gl.allocate_shared_memory(dtype, [STAGES, ROWS, BLOCK_D], tile_layout),
+              gl.allocate_shared_memory(dtype, [STAGES, ROWS, BLOCK_D], tile_layout),
+              gl.allocate_shared_memory(dtype, [2, BLOCK_N, ROWS], ds_layout),
+              gl.allocate_shared_memory(gl.float32, [NC, ROWS, DQ_W], dq_s_layout),
+              gl.allocate_shared_memory(gl.int64, [1, 1], bar),
+              gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar),
+              gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar),
+              gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar),
+              gl.allocate_shared_memory(gl.int64, [2, 1], bar),
+              gl.allocate_shared_memory(gl.int64, [2, 1], bar))
+    mbarrier.init(sm.kv_ready.index(0), count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(sm.q_ready.index(i), count=1)
+        mbarrier.init(sm.do_ready.index(i), count=1)
+        mbarrier.init(sm.qd_empty.index(i), count=NC)
+    for i in gl.static_range(2):
+        mbarrier.init(sm.ds_ready.index(i), count=NC)
+        mbarrier.init(sm.ds_free.index(i), count=NC)
+    gl.warp_specialize([
+        (_loader, (q_desc, k_desc, v_desc, do_desc, sm, pb, STAGES)),
+        (_consumer0, (dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm, pb, qk_scale, sm_scale,
+                      HEAD_DIM, STAGES, DQ_SPLIT)),
+        (_consumer1, (dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm, pb, qk_scale, sm_scale,
+                      HEAD_DIM, STAGES, DQ_SPLIT)),
+    ], [4, 4], [CONSUMER_REGS, CONSUMER_REGS])

@@ -1,0 +1,140 @@
+"""Host side of the warp-specialised Gluon attention backward (``kernels/_attn_bwd_ws.py``), Hopper only.
+
+:func:`kernels.attention.attention_backward` routes here with ``impl="gluon"``, or with ``impl="auto"`` where
+:func:`preferred` says the kernel measured faster, when :func:`eligible` says it can run (sm_90, fp16/bf16, head
+dim 64 or 128, TMA-compatible strides, a positive softmax scale, a Triton whose Gluon API builds it).  Three
+launches: the delta pre-pass (which also zeroes the fp32 dQ scratch), the Gluon kernel (dK, dV, and dQ added into
+the scratch with TMA reduce-adds) and the dQ post-pass (scale and cast), the pre- and post-pass shared with the
+fused Triton backward.  **dq is not bitwise deterministic** (the order of the adds varies); dk and dv are.  If
+Triton cannot build the kernel here, the first call says so once (``RuntimeWarning``) and the caller falls back.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import torch
+import triton
+
+from kernels._attn_bwd_fused import _bwd_pre_fused, _dq_post
+from kernels._checks import AttnDims, interpreting, layout_strides, padded_dim, tma_ok
+
+try:  # the kernel is written against Triton 3.6's Gluon Hopper API
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from kernels._attn_bwd_ws import attn_bwd_ws
+except Exception as exc:  # an older or newer Triton without the same Gluon API
+    attn_bwd_ws = None
+    IMPORT_ERROR: str | None = f"{type(exc).__name__}: {exc}"
+else:
+    IMPORT_ERROR = None
+
+ENABLED = True
+ROWS = 64  # query rows per step, and keys per consumer warpgroup (the kernel's ROWS)
+BLOCK_N = 2 * ROWS  # keys per program: two consumer warpgroups
+HEAD_DIMS = (64, 128)
+# head dim -> STAGES (Q/dO ring depth); shared memory: d128 2 stages 197 KB, d64 2 stages 131 KB
+CONFIGS: dict[int, int] = {128: 2, 64: 2}
+# registers per consumer thread after setmaxnreg, launch-time maxnreg (the loader warpgroup keeps 24)
+REGISTERS = (240, 168)
+# Where "auto" takes this kernel (given eligible()): (head dim, causal) pairs measured faster than the 2-kernel
+# Triton scheme on the H100 (kernels/NOTES.md); empty until measured.
+PREFERRED: frozenset[tuple[int, bool]] = frozenset()
+_PRE_BM = 64
+_broken: list[str] = []  # the build error, once the kernel failed to build here
+
+
+def runnable_on(device: torch.device) -> bool:
+    """The kernel is enabled, imported with this Triton, has not failed to build, and ``device`` is an sm_90 GPU
+    (not the interpreter)."""
+    return (ENABLED and attn_bwd_ws is not None and not _broken and not interpreting() and device.type == "cuda"
+            and torch.cuda.get_device_capability(device) == (9, 0))
+
+
+def eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor, dk: torch.Tensor,
+             dv: torch.Tensor, head_dim: int, scale: float) -> bool:
+    """True when the Gluon backward can run these tensors (``do`` already in q's dtype) on this GPU: dk and dv
+    are written through pointers and need a unit stride in their last dim."""
+    if q.dtype not in (torch.float16, torch.bfloat16) or head_dim not in HEAD_DIMS or not scale > 0:
+        return False
+    if dk.stride(-1) != 1 or dv.stride(-1) != 1:
+        return False
+    return runnable_on(q.device) and tma_ok(q, k, v, do)
+
+
+def preferred(dims: AttnDims, causal: bool) -> bool:
+    """True where "auto" should take the Gluon backward (given :func:`eligible`): where it measured faster."""
+    return (dims.head_dim, bool(causal)) in PREFERRED
+
+
+def requirements() -> str:
+    """What :func:`eligible` asks for, for error messages."""
+    return (f"an sm_90 GPU, fp16/bf16, head dim in {HEAD_DIMS}, a positive sm_scale, 16-byte aligned strides and "
+            f"dk/dv with a unit last stride; kernel: {status()}")
+
+
+@functools.cache
+def _smem_layout(box: tuple[int, ...], dtype: torch.dtype):
+    gl_type = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16, torch.float32: gl.float32}[dtype]
+    return gl.NVMMASharedLayout.get_default_for(list(box), gl_type)
+
+
+def _descriptor(t: torch.Tensor, layout: str, batch: int, heads: int, length: int, head_dim: int, rows: int):
+    """Rank-4 (batch, head, position, dim) descriptor over ``t`` in either layout, [1, 1, rows, head_dim] boxes."""
+    sb, sh, sl, _ = layout_strides(t, layout)
+    box = (1, 1, rows, head_dim)
+    return TensorDescriptor(t, [batch, heads, length, head_dim], [sb, sh, sl, 1], list(box),
+                            _smem_layout(box, t.dtype))
+
+
+def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+             lse: torch.Tensor, dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor, dims: AttnDims, layout: str,
+             causal: bool, scale: float, *, stages: int | None = None) -> bool:
+    """Write dq, dk, dv (checked, preallocated, non-empty problem, :func:`eligible` inputs) through the Gluon
+    kernel; False (nothing written) when the kernel cannot be built here.  ``stages`` overrides ``CONFIGS``."""
+    d = dims.head_dim
+    b, hq, hk = dims.batch, dims.heads_q, dims.heads_kv
+    delta = torch.empty_like(lse)
+    dq_acc = torch.empty((b * hq, dims.len_q, d), dtype=torch.float32, device=q.device)
+    _bwd_pre_fused[(triton.cdiv(dims.len_q, _PRE_BM), b * hq)](
+        out, do, delta, dq_acc, *layout_strides(out, layout), *layout_strides(do, layout), hq, dims.len_q,
+        HEAD_DIM=d, BLOCK_D=padded_dim(d), BLOCK_M=_PRE_BM)
+    split = d == 128  # each consumer computes half of dQ's columns; at d64 one consumer per row block, in turn
+    dq_box = (1, ROWS, d // 2 if split else d)
+    descs = (_descriptor(q, layout, b, hq, dims.len_q, d, ROWS), _descriptor(k, layout, b, hk, dims.len_k, d, BLOCK_N),
+             _descriptor(v, layout, b, hk, dims.len_k, d, BLOCK_N), _descriptor(do, layout, b, hq, dims.len_q, d, ROWS),
+             TensorDescriptor(dq_acc, [b * hq, dims.len_q, d], [dims.len_q * d, d, 1], list(dq_box),
+                              _smem_layout(dq_box, torch.float32)))
+    n_kb = triton.cdiv(dims.len_k, BLOCK_N)
+    sdk, sdv = layout_strides(dk, layout), layout_strides(dv, layout)
+    regs, maxnreg = REGISTERS
+    try:
+        attn_bwd_ws[(n_kb * b * hk,)](
+            *descs, lse, delta, dk, dv, sdk[0], sdk[1], sdk[2], sdv[0], sdv[1], sdv[2], hq, hk, dims.group,
+            dims.len_q, dims.len_k, n_kb, scale * 1.4426950408889634, scale, HEAD_DIM=d,
+            STAGES=stages or CONFIGS[d], CAUSAL=bool(causal), DQ_SPLIT=split, CONSUMER_REGS=regs, num_warps=4,
+            maxnreg=maxnreg)
+    except (triton.CompilationError, RuntimeError) as exc:  # compile or PTX errors: not a launch failure
+        if "CUDA error" in str(exc):
+            raise
+        lines = [line for line in str(exc).splitlines() if line.strip()]
+        _broken.append(f"{type(exc).__name__}: {lines[-1][:300] if lines else ''}")
+        warnings.warn(f"the warp-specialised Gluon attention backward does not build with Triton "
+                      f"{triton.__version__} here ({_broken[0]}); using the Triton backward", RuntimeWarning,
+                      stacklevel=3)
+        return False
+    _dq_post[(triton.cdiv(dims.len_q, _PRE_BM), b * hq)](
+        dq_acc, dq, *layout_strides(dq, layout), hq, dims.len_q, scale, HEAD_DIM=d, BLOCK_D=padded_dim(d),
+        BLOCK_M=_PRE_BM)
+    return True
+
+
+def status() -> str:
+    """One line for reports: whether the Gluon backward is available and why not."""
+    if attn_bwd_ws is None:
+        return f"unavailable ({IMPORT_ERROR})"
+    if _broken:
+        return f"disabled after a build failure ({_broken[0]})"
+    return "enabled" if ENABLED else "disabled (attention_bwd_ws.ENABLED = False)"

@@ -1,0 +1,187 @@
+"""The warp-specialised Gluon attention backward (``impl="gluon"``, kernels/attention_bwd_ws.py).
+
+CPU (the Triton interpreter; Gluon does not run there): the host side -- ``impl`` checking, eligibility, the
+error message where "gluon" cannot run, "auto" routing (``BWD_IMPL``, ``preferred``) and that every route that
+falls back gives the 2-kernel scheme's gradients.  GPU (``-m gpu``, sm_90 with a Triton that builds the kernel):
+gradients against the fp32 reference over head dims 64/128 (and one that falls back), causal and not, GQA, ragged
+and unequal lengths, both layouts, bf16 and fp16.  Gradient buffers are poisoned with NaN before every launch.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernels import attention, attention_bwd_ws
+from kernels._checks import check_attention as check_dims
+from kernels.attention import attention_backward, attention_forward
+from kernels.reference import attention_fp32, rel_err
+from tests.kernels.test_attention import BWD_TOL, _nan, _rand, _shape
+
+
+def _problem(b, hq, hk, lq, lk, d, causal, layout, dtype, device, gen):
+    q = _rand(_shape(b, hq, lq, d, layout), dtype, device, gen)
+    k = _rand(_shape(b, hk, lk, d, layout), dtype, device, gen)
+    v = _rand(_shape(b, hk, lk, d, layout), dtype, device, gen)
+    do = _rand(q.shape, dtype, device, gen)
+    out, lse = attention_forward(q, k, v, causal, None, layout, impl="triton")
+    return q, k, v, do, out, lse
+
+
+def _grads(impl, q, k, v, do, out, lse, causal, layout):
+    grads = [_nan(t.shape, t.dtype, t.device) for t in (q, k, v)]
+    attention_backward(do, q, k, v, out, lse, causal, None, layout, dq=grads[0], dk=grads[1], dv=grads[2], impl=impl)
+    return grads
+
+
+def check_gluon(b, hq, hk, lq, lk, d, causal, layout, dtype, device, gen, *, impl="gluon",
+                ref_dtype=torch.float32) -> None:
+    q, k, v, do, out, lse = _problem(b, hq, hk, lq, lk, d, causal, layout, dtype, device, gen)
+    qr, kr, vr = (t.detach().to(ref_dtype).requires_grad_() for t in (q, k, v))
+    ref, _ = attention_fp32(qr, kr, vr, causal, None, layout, dtype=ref_dtype)
+    ref.backward(do.to(ref_dtype))
+    grads = _grads(impl, q, k, v, do, out, lse, causal, layout)
+    tag = f"seed={gen.initial_seed()} {layout} {dtype} causal={causal} q={tuple(q.shape)} k={tuple(k.shape)} {impl}"
+    for name, g, r in zip(("dq", "dk", "dv"), grads, (qr.grad, kr.grad, vr.grad), strict=True):
+        assert torch.isfinite(g).all(), f"{name} unwritten or non-finite: {tag}"
+        e = rel_err(g, r)
+        assert e < BWD_TOL[dtype], f"{name} rel err {e:.2e}: {tag}"
+
+
+# --- CPU: host side -----------------------------------------------------------------------------------------
+def test_impl_is_checked(device, gen):
+    q = _rand((1, 1, 8, 64), torch.float16, device, gen)
+    lse = torch.zeros((1, 1, 8), dtype=torch.float32, device=device)
+    with pytest.raises(ValueError, match="impl must be 'auto', 'triton', 'fused' or 'gluon'"):
+        attention_backward(q, q, q, q, q, lse, impl="cudnn")
+
+
+def test_gluon_refuses_what_it_cannot_run(device, gen):
+    """impl="gluon" names what it needs where it cannot run (here: the interpreter / a CPU, or a head dim it lacks)."""
+    q = _rand((1, 2, 16, 80), torch.float16, device, gen)
+    lse = torch.zeros((1, 2, 16), dtype=torch.float32, device=device)
+    with pytest.raises(ValueError, match=r"impl='gluon': the Gluon backward cannot run these inputs .*head dim in"):
+        attention_backward(q, q, q, q, q, lse, impl="gluon")
+    assert isinstance(attention_bwd_ws.status(), str) and attention_bwd_ws.status()
+
+
+@pytest.mark.parametrize(("dtype", "d", "scale", "ok"), [
+    (torch.float16, 64, 0.125, True), (torch.bfloat16, 128, 0.1, True), (torch.float32, 64, 0.125, False),
+    (torch.float16, 80, 0.1, False), (torch.float16, 256, 0.1, False), (torch.float16, 64, -0.125, False),
+    (torch.float16, 64, 0.0, False)])
+def test_eligibility_rules(dtype, d, scale, ok, monkeypatch):
+    """What eligible() asks for besides the device (replaced here): fp16/bf16, head dim 64 or 128, a positive
+    scale, unit last strides of dk/dv, TMA-compatible inputs."""
+    monkeypatch.setattr(attention_bwd_ws, "runnable_on", lambda device: True)
+    monkeypatch.setattr(attention_bwd_ws, "tma_ok", lambda *ts: True)
+    q = torch.empty(1, 2, 16, d, dtype=dtype)
+    assert attention_bwd_ws.eligible(q, q, q, q, q, q, d, scale) is ok
+    if ok:
+        strided = torch.empty(1, 2, 16, 2 * d, dtype=dtype)[..., ::2]
+        assert not attention_bwd_ws.eligible(q, q, q, q, strided, q, d, scale)
+
+
+def test_not_runnable_here_without_sm90():
+    if torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0):
+        pytest.skip("an sm_90 GPU is present")
+    assert not attention_bwd_ws.runnable_on(torch.device("cpu"))
+
+
+@pytest.mark.parametrize(("d", "causal", "table", "gluon"), [
+    (128, False, {(128, False)}, True), (128, True, {(128, False)}, False), (64, True, {(64, True)}, True),
+    (80, False, {(128, False)}, False), (64, False, set(), False)])
+def test_preferred_follows_the_table(d, causal, table, gluon, monkeypatch):
+    monkeypatch.setattr(attention_bwd_ws, "PREFERRED", frozenset(table))
+    q = torch.empty(1, 1, 512, d, dtype=torch.bfloat16)
+    assert attention_bwd_ws.preferred(check_dims(q, q, q, "bhld", attention.HEAD_DIMS), causal) is gluon
+
+
+@pytest.mark.parametrize("bwd_impl", ["triton", "gluon-where-faster"])
+def test_auto_falls_back_to_the_two_kernel_scheme(bwd_impl, device, gen, monkeypatch):
+    """Where the Gluon backward cannot run (the interpreter, a CPU, a GPU that is not sm_90), "auto" with either
+    BWD_IMPL and a table that prefers Gluon everywhere gives exactly the 2-kernel scheme's gradients."""
+    if attention_bwd_ws.runnable_on(torch.device(device)):
+        pytest.skip("the Gluon backward runs here")
+    monkeypatch.setattr(attention, "BWD_IMPL", bwd_impl)
+    monkeypatch.setattr(attention_bwd_ws, "PREFERRED", frozenset({(64, False), (64, True)}))
+    args = _problem(1, 2, 1, 37, 45, 64, True, "blhd", torch.float16, device, gen)
+    auto = _grads("auto", *args, True, "blhd")
+    triton = _grads("triton", *args, True, "blhd")
+    for a, t in zip(auto, triton, strict=True):
+        assert torch.equal(a, t)
+
+
+def test_auto_with_configs_keeps_the_triton_scheme(device, gen, monkeypatch):
+    """Explicit Triton configs (or use_tma) keep "auto" on the 2-kernel scheme even where Gluon is preferred."""
+    monkeypatch.setattr(attention, "BWD_IMPL", "gluon-where-faster")
+    monkeypatch.setattr(attention_bwd_ws, "PREFERRED", frozenset({(64, False)}))
+    monkeypatch.setattr(attention_bwd_ws, "backward", lambda *a, **k: pytest.fail("Gluon backward launched"))
+    q, k, v, do, out, lse = _problem(1, 2, 2, 40, 40, 64, False, "bhld", torch.float16, device, gen)
+    cfg = (32, 16, 4, 1) if device == "cpu" else (64, 64, 4, 3)
+    dq, dk, dv = attention_backward(do, q, k, v, out, lse, configs=(cfg, cfg))
+    assert torch.isfinite(dq).all() and torch.isfinite(dk).all() and torch.isfinite(dv).all()
+
+
+# --- GPU: gradients against the fp32 reference -----------------------------------------------------------------
+def _needs_gluon() -> None:
+    q = torch.empty(1, 1, 64, 64, device="cuda", dtype=torch.bfloat16)
+    if not attention_bwd_ws.eligible(q, q, q, q, q, q, 64, 0.125):
+        pytest.skip(f"the Gluon backward needs an sm_90 GPU ({attention_bwd_ws.status()})")
+
+
+GPU_CASES = [
+    # b, hq, hk, lq, lk, d, causal, layout, dtype
+    (2, 8, 8, 1024, 1024, 128, False, "bhld", torch.bfloat16),
+    (2, 8, 8, 1024, 1024, 128, True, "bhld", torch.bfloat16),
+    (2, 8, 2, 777, 1029, 128, True, "blhd", torch.float16),  # GQA 4, ragged, Lk > Lq
+    (1, 8, 8, 1031, 515, 128, True, "bhld", torch.bfloat16),  # Lq > Lk: rows that see no key
+    (1, 6, 2, 600, 1000, 128, False, "blhd", torch.bfloat16),  # GQA 3, Lq != Lk, no mask
+    (2, 8, 8, 1024, 1024, 64, False, "blhd", torch.bfloat16),
+    (2, 8, 8, 2048, 2048, 64, True, "bhld", torch.float16),
+    (1, 16, 4, 1023, 1023, 64, True, "blhd", torch.bfloat16),  # GQA 4, ragged
+    (1, 4, 4, 1031, 515, 64, True, "bhld", torch.float16),  # Lq > Lk
+    (1, 4, 1, 300, 77, 64, False, "bhld", torch.float16),  # one key block, GQA 4
+    (3, 4, 4, 1, 513, 128, True, "bhld", torch.bfloat16),  # a single query row
+    (1, 2, 2, 64, 64, 128, True, "blhd", torch.float16),  # one row block, one key block
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("b", "hq", "hk", "lq", "lk", "d", "causal", "layout", "dtype"), GPU_CASES)
+def test_gluon_backward_gpu(b, hq, hk, lq, lk, d, causal, layout, dtype, gen):
+    _needs_gluon()
+    check_gluon(b, hq, hk, lq, lk, d, causal, layout, dtype, "cuda", gen)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("stages", [2, 3])
+@pytest.mark.parametrize(("d", "causal"), [(64, False), (64, True)])
+def test_gluon_backward_stages_gpu(stages, d, causal, gen):
+    """Both ring depths that fit at head dim 64, through backward() directly."""
+    _needs_gluon()
+    q, k, v, do, out, lse = _problem(1, 8, 2, 900, 1100, d, causal, "bhld", torch.bfloat16, "cuda", gen)
+    dims = check_dims(q, k, v, "bhld", attention.HEAD_DIMS)
+    grads = [_nan(t.shape, t.dtype, t.device) for t in (q, k, v)]
+    assert attention_bwd_ws.backward(do, q, k, v, out, lse, *grads, dims, "bhld", causal, d ** -0.5, stages=stages)
+    ref = _grads("triton", q, k, v, do, out, lse, causal, "bhld")
+    for name, g, r in zip(("dq", "dk", "dv"), grads, ref, strict=True):
+        e = rel_err(g, r)
+        assert e < BWD_TOL[torch.bfloat16] / 2, f"{name} vs the 2-kernel scheme: rel err {e:.2e} stages={stages}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("d", "causal"), [(128, False), (128, True), (64, True), (96, True)])
+def test_auto_backward_gpu(d, causal, gen):
+    """"auto" (whatever BWD_IMPL routes it to; head dim 96 falls back to Triton) at a GQA, ragged shape."""
+    check_gluon(1, 8, 2, 1000, 1500, d, causal, "blhd", torch.bfloat16, "cuda", gen, impl="auto")
+
+
+@pytest.mark.gpu
+def test_gluon_backward_deterministic_dk_dv_gpu(gen):
+    """dk and dv are summed in registers (bitwise the same run to run); dq only up to the order of its adds."""
+    _needs_gluon()
+    args = _problem(2, 8, 2, 1024, 1024, 128, True, "bhld", torch.bfloat16, "cuda", gen)
+    g1 = _grads("gluon", *args, True, "bhld")
+    g2 = _grads("gluon", *args, True, "bhld")
+    assert torch.equal(g1[1], g2[1]) and torch.equal(g1[2], g2[2])
+    assert rel_err(g1[0], g2[0]) < 1e-2
