@@ -11,7 +11,9 @@ Partitions:
   ``S^T = K_w Q^T`` and ``dP^T = V_w dO^T`` as asynchronous wgmma, computes ``P^T = exp2(S^T c - lse)``
   under the dP^T product, issues ``dV_w += P^T dO`` with P^T from registers, then ``dS^T = P^T (dP^T -
   delta)``, writes dS^T to shared memory (its 64 key rows of a [NC*64, 64] tile, two buffers) and issues
-  ``dK_w += dS^T Q``.  Once every consumer's rows of dS^T are in (an mbarrier), dQ of the row block is
+  ``dK_w += dS^T Q`` reading it from there.  lse and delta enter as the start values of the S^T and dP^T
+  accumulators (-lse / sm_scale, -delta; the causal mask as -inf there), so neither stays in registers.
+  Once every consumer's rows of dS^T are in (an mbarrier), dQ of the row block is
   ``dS K``: at head dim 128 each consumer computes 64 of its columns over all the block's keys; at head dim
   64 one consumer computes it, taking turns by row block.  The dQ part (fp32) is staged in shared memory and
   added into an fp32 scratch ``(B*Hq, Lq, D)`` by a TMA bulk reduce-add (``cp.reduce.async.bulk.tensor``),

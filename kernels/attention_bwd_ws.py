@@ -7,6 +7,10 @@ launches: the delta pre-pass (which also zeroes the fp32 dQ scratch), the Gluon 
 the scratch with TMA reduce-adds) and the dQ post-pass (scale and cast), the pre- and post-pass shared with the
 fused Triton backward.  **dq is not bitwise deterministic** (the order of the adds varies); dk and dv are.  If
 Triton cannot build the kernel here, the first call says so once (``RuntimeWarning``) and the caller falls back.
+
+Status (session 8): built offline for sm_90 against Triton 3.6.0 (``kernels/compile_check_bwd_ws.py``), not yet
+run on a GPU; ``PREFERRED`` stays empty and ``attention.BWD_IMPL`` "triton" until ``kernels/device_s8_bwd.sh``
+has checked and timed it.
 """
 
 from __future__ import annotations
