@@ -9,9 +9,10 @@ Partitions:
   one empty mbarrier per stage released by every consumer);
 - ``NC`` **consumer** warpgroups, each owning 64 of the block's keys.  Per row block a consumer issues
   ``S^T = K_w Q^T`` and ``dP^T = V_w dO^T`` as asynchronous wgmma, computes ``P^T = exp2(S^T c - lse)``
-  under the dP^T product, issues ``dV_w += P^T dO`` with P^T from registers, then ``dS^T = P^T (dP^T -
-  delta)``, writes dS^T to shared memory (its 64 key rows of a [NC*64, 64] tile, two buffers) and issues
-  ``dK_w += dS^T Q`` reading it from there.  lse and delta enter as the start values of the S^T and dP^T
+  under the dP^T product, then ``dS^T = P^T (dP^T - delta)``, issues ``dV_w += P^T dO`` with P^T from
+  registers, writes dS^T to shared memory (its 64 key rows of a [NC*64, 64] tile, two buffers) and issues
+  ``dK_w += dS^T Q`` reading it from there (dV is issued after dS^T is formed, not before: fewer registers
+  live at once; the other consumer's products keep the tensor cores busy meanwhile).  lse and delta enter as the start values of the S^T and dP^T
   accumulators (-lse / sm_scale, -delta; the causal mask as -inf there), so neither stays in registers.
   Once every consumer's rows of dS^T are in (an mbarrier), dQ of the row block is
   ``dS K``: at head dim 128 each consumer computes 64 of its columns over all the block's keys; at head dim
@@ -159,10 +160,10 @@ def _step(dk, dv, t, m0, bh, LSE, DELTA, dq_desc, sm: Smem, pb: Problem, which: 
     dpt_tok = warpgroup_mma(v_w, sm.do.index(s).permute((1, 0)), dpt_init, is_async=True)
     st = warpgroup_mma_wait(1, deps=(st_tok,))
     pt = gl.exp2(st * qk_scale)
+    dpt = warpgroup_mma_wait(0, deps=(dpt_tok,))
+    dst = (pt * dpt).to(dtype)
     p_op = gl.convert_layout(pt.to(dtype), a_layout)
     dv_tok = warpgroup_mma(p_op, sm.do.index(s), dv, is_async=True)
-    dpt = warpgroup_mma_wait(1, deps=(dpt_tok,))
-    dst = (pt * dpt).to(dtype)
 
     # this consumer's rows of dS^T into the shared tile, for the dQ product of every consumer
     mbarrier.wait(sm.ds_free.index(buf), ph2 ^ 1)

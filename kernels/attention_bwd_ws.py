@@ -8,8 +8,9 @@ the scratch with TMA reduce-adds) and the dQ post-pass (scale and cast), the pre
 fused Triton backward.  **dq is not bitwise deterministic** (the order of the adds varies); dk and dv are.  If
 Triton cannot build the kernel here, the first call says so once (``RuntimeWarning``) and the caller falls back.
 
-Status (session 8): built offline for sm_90 against Triton 3.6.0 (``kernels/compile_check_bwd_ws.py``), not yet
-run on a GPU; ``PREFERRED`` stays empty and ``attention.BWD_IMPL`` "triton" until ``kernels/device_s8_bwd.sh``
+Status (session 8): built offline for sm_90 against Triton 3.6.0 (``kernels/compile_check_bwd_ws.py``: no spills
+at d64; at d128 16 B (full) / 40 B (causal) of spill stores, all outside the loops, per the SASS), not yet run
+on a GPU; ``PREFERRED`` stays empty and ``attention.BWD_IMPL`` "triton" until ``kernels/device_s8_bwd.sh``
 has checked and timed it.
 """
 
