@@ -11,11 +11,11 @@ Partitions:
   ``S^T = K_w Q^T`` and ``dP^T = V_w dO^T`` as asynchronous wgmma, computes ``P^T = exp2(S^T c - lse)``
   under the dP^T product, then ``dS^T = P^T (dP^T - delta)``, issues ``dV_w += P^T dO`` with P^T from
   registers, writes dS^T to shared memory (its 64 key rows of a [NC*64, 64] tile, two buffers) and issues
-  ``dK_w += dS^T Q`` reading it from there (dV is issued after dS^T is formed, not before: fewer registers
-  live at once; the other consumer's products keep the tensor cores busy meanwhile).  lse and delta enter as the start values of the S^T and dP^T
-  accumulators (-lse / sm_scale, -delta; the causal mask as -inf there), so neither stays in registers.
-  Once every consumer's rows of dS^T are in (an mbarrier), dQ of the row block is
-  ``dS K``: at head dim 128 each consumer computes 64 of its columns over all the block's keys; at head dim
+  ``dK_w += dS^T Q`` reading it from there (dV is issued once dS^T is formed: fewer registers live at once;
+  the other consumer's products keep the tensor cores busy meanwhile).  lse and delta enter as the start
+  values of the S^T and dP^T accumulators (-lse / sm_scale, -delta; the causal mask as -inf there), so
+  neither stays in registers.  Once every consumer's rows of dS^T are in (an mbarrier), dQ of the row block
+  is ``dS K``: at head dim 128 each consumer computes 64 of its columns over all the block's keys; at head dim
   64 one consumer computes it, taking turns by row block.  The dQ part (fp32) is staged in shared memory and
   added into an fp32 scratch ``(B*Hq, Lq, D)`` by a TMA bulk reduce-add (``cp.reduce.async.bulk.tensor``),
   which runs while the consumer goes on; ``kernels/attention_bwd_ws.py`` zeroes the scratch before and scales
