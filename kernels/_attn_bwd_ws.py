@@ -126,7 +126,7 @@ def _loader(q_desc, k_desc, v_desc, do_desc, sm: Smem, pb: Problem, STAGES: gl.c
 @gluon.jit
 def _step(dk, dv, t, m0, bh, LSE, DELTA, dq_desc, sm: Smem, pb: Problem, which: gl.constexpr, qk_scale, inv_scale,
           s_layout: gl.constexpr, a_layout: gl.constexpr, dq_layout: gl.constexpr, STAGES: gl.constexpr,
-          DQ_SPLIT: gl.constexpr):
+          DQ_SPLIT: gl.constexpr, DQ_SKIP: gl.constexpr):
     """One query row block (ring position t): dK/dV of this consumer's keys, and its share of dQ."""
     NC: gl.constexpr = pb.NC
     DQ_W: gl.constexpr = sm.dq.shape[2]
@@ -174,7 +174,10 @@ def _step(dk, dv, t, m0, bh, LSE, DELTA, dq_desc, sm: Smem, pb: Problem, which: 
     mbarrier.arrive(sm.ds_ready.index(buf), count=1)
     dk_tok = warpgroup_mma(ds_w, sm.q.index(s), dk, is_async=True)
 
-    if DQ_SPLIT:  # every consumer: DQ_W of dQ's columns, over all the block's keys
+    if DQ_SKIP:  # timing diagnostic: no dQ product, no reduce-add (dq comes out zero)
+        mine = False
+        k_cols = sm.k.slice(0, DQ_W, dim=1)
+    elif DQ_SPLIT:  # every consumer: DQ_W of dQ's columns, over all the block's keys
         mine = True
         k_cols = sm.k.slice(which * DQ_W, DQ_W, dim=1)
     else:  # one consumer per row block, in turn
@@ -207,7 +210,7 @@ def _step(dk, dv, t, m0, bh, LSE, DELTA, dq_desc, sm: Smem, pb: Problem, which: 
 @gluon.jit
 def _consumer(which: gl.constexpr, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm: Smem,
               pb: Problem, qk_scale, sm_scale, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
-              DQ_SPLIT: gl.constexpr):
+              DQ_SPLIT: gl.constexpr, DQ_SKIP: gl.constexpr):
     BLOCK_D: gl.constexpr = sm.q.shape[2]
     DQ_W: gl.constexpr = sm.dq.shape[2]
     dtype: gl.constexpr = sm.q.dtype
@@ -227,7 +230,7 @@ def _consumer(which: gl.constexpr, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl
         bh = pb.b * pb.HQ + pb.hk * pb.GROUP + g
         for m0 in range(pb.lo, pb.LQ, ROWS):
             dk, dv = _step(dk, dv, t, m0, bh, LSE, DELTA, dq_desc, sm, pb, which, qk_scale, inv_scale, s_layout,
-                           a_layout, dq_layout, STAGES, DQ_SPLIT)
+                           a_layout, dq_layout, STAGES, DQ_SPLIT, DQ_SKIP)
             t += 1
     tma.store_wait(0)
     # dK (scaled), dV of this consumer's 64 keys, stored from registers (rows beyond LK left out)
@@ -244,26 +247,29 @@ def _consumer(which: gl.constexpr, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl
 
 @gluon.jit
 def _consumer0(dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm: Smem, pb: Problem, qk_scale,
-               sm_scale, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, DQ_SPLIT: gl.constexpr):
+               sm_scale, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, DQ_SPLIT: gl.constexpr,
+               DQ_SKIP: gl.constexpr):
     _consumer(0, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm, pb, qk_scale, sm_scale,
-              HEAD_DIM, STAGES, DQ_SPLIT)
+              HEAD_DIM, STAGES, DQ_SPLIT, DQ_SKIP)
 
 
 @gluon.jit
 def _consumer1(dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm: Smem, pb: Problem, qk_scale,
-               sm_scale, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, DQ_SPLIT: gl.constexpr):
+               sm_scale, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, DQ_SPLIT: gl.constexpr,
+               DQ_SKIP: gl.constexpr):
     _consumer(1, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm, pb, qk_scale, sm_scale,
-              HEAD_DIM, STAGES, DQ_SPLIT)
+              HEAD_DIM, STAGES, DQ_SPLIT, DQ_SKIP)
 
 
 @gluon.jit
 def attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl,
                 HQ, HKV, GROUP, LQ, LK, n_kb, qk_scale, sm_scale, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
-                CAUSAL: gl.constexpr, DQ_SPLIT: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+                CAUSAL: gl.constexpr, DQ_SPLIT: gl.constexpr, DQ_SKIP: gl.constexpr, CONSUMER_REGS: gl.constexpr):
     """q/do_desc: (B, Hq, Lq, D) descriptors with [1, 1, 64, BLOCK_D] boxes; k/v_desc: (B, Hkv, Lk, D) with
     [1, 1, 2*64, BLOCK_D] boxes; dq_desc: the fp32 scratch (B*Hq, Lq, D), zeroed, with [1, 64, DQ_W] boxes
     (DQ_W = BLOCK_D / 2 with DQ_SPLIT, else BLOCK_D).  LSE (natural log) and DELTA = rowsum(o dO): (B, Hq, Lq)
-    fp32.  DK/DV: pointers with element strides (dim stride 1).  Grid: n_kb key blocks x B x Hkv programs."""
+    fp32.  DK/DV: pointers with element strides (dim stride 1).  Grid: n_kb key blocks x B x Hkv programs.
+    ``DQ_SKIP`` (a timing diagnostic only: dq comes out zero) leaves out the dQ product and its reduce-add."""
     NC: gl.constexpr = 2
     dtype: gl.constexpr = q_desc.dtype
     BLOCK_D: gl.constexpr = q_desc.block_type.shape[3]
@@ -314,7 +320,7 @@ def attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK, DV, sd
     gl.warp_specialize([
         (_loader, (q_desc, k_desc, v_desc, do_desc, sm, pb, STAGES)),
         (_consumer0, (dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm, pb, qk_scale, sm_scale,
-                      HEAD_DIM, STAGES, DQ_SPLIT)),
+                      HEAD_DIM, STAGES, DQ_SPLIT, DQ_SKIP)),
         (_consumer1, (dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm, pb, qk_scale, sm_scale,
-                      HEAD_DIM, STAGES, DQ_SPLIT)),
+                      HEAD_DIM, STAGES, DQ_SPLIT, DQ_SKIP)),
     ], [4, 4], [CONSUMER_REGS, CONSUMER_REGS])

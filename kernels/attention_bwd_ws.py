@@ -96,9 +96,10 @@ def _descriptor(t: torch.Tensor, layout: str, batch: int, heads: int, length: in
 
 def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
              lse: torch.Tensor, dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor, dims: AttnDims, layout: str,
-             causal: bool, scale: float, *, stages: int | None = None) -> bool:
+             causal: bool, scale: float, *, stages: int | None = None, skip_dq: bool = False) -> bool:
     """Write dq, dk, dv (checked, preallocated, non-empty problem, :func:`eligible` inputs) through the Gluon
-    kernel; False (nothing written) when the kernel cannot be built here.  ``stages`` overrides ``CONFIGS``."""
+    kernel; False (nothing written) when the kernel cannot be built here.  ``stages`` overrides ``CONFIGS``;
+    ``skip_dq`` (a timing diagnostic: dq comes out zero) leaves out the dQ product and its reduce-adds."""
     d = dims.head_dim
     b, hq, hk = dims.batch, dims.heads_q, dims.heads_kv
     delta = torch.empty_like(lse)
@@ -119,8 +120,8 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
         attn_bwd_ws[(n_kb * b * hk,)](
             *descs, lse, delta, dk, dv, sdk[0], sdk[1], sdk[2], sdv[0], sdv[1], sdv[2], hq, hk, dims.group,
             dims.len_q, dims.len_k, n_kb, scale * 1.4426950408889634, scale, HEAD_DIM=d,
-            STAGES=stages or CONFIGS[d], CAUSAL=bool(causal), DQ_SPLIT=split, CONSUMER_REGS=regs, num_warps=4,
-            maxnreg=maxnreg)
+            STAGES=stages or CONFIGS[d], CAUSAL=bool(causal), DQ_SPLIT=split, DQ_SKIP=bool(skip_dq),
+            CONSUMER_REGS=regs, num_warps=4, maxnreg=maxnreg)
     except (triton.CompilationError, RuntimeError) as exc:  # compile or PTX errors: not a launch failure
         if "CUDA error" in str(exc):
             raise

@@ -34,12 +34,13 @@ def _descriptor_type(dtype: str, box: tuple[int, ...]) -> str:
 
 
 def check(d: int = 128, stages: int = 2, causal: bool = False, dt: str = "bf16", split: bool | None = None,
-          regs: int = 240, maxnreg: int = 168, ones: tuple[str, ...] = (), keep: bool = False) -> bool:
+          regs: int = 240, maxnreg: int = 168, ones: tuple[str, ...] = (), keep: bool = False,
+          skip_dq: bool = False) -> bool:
     """Build one configuration; print its resource report.  True if it built (``keep``: also write the cubin's
     SASS to /tmp)."""
     split = d == 128 if split is None else split
     dq_w = d // 2 if split else d
-    const = dict(HEAD_DIM=d, STAGES=stages, CAUSAL=causal, DQ_SPLIT=split, CONSUMER_REGS=regs,
+    const = dict(HEAD_DIM=d, STAGES=stages, CAUSAL=causal, DQ_SPLIT=split, DQ_SKIP=skip_dq, CONSUMER_REGS=regs,
                  **{o: 1 for o in ones})
     boxes = {"q_desc": (dt, (1, 1, 64, d)), "do_desc": (dt, (1, 1, 64, d)), "k_desc": (dt, (1, 1, 128, d)),
              "v_desc": (dt, (1, 1, 128, d)), "dq_desc": ("fp32", (1, 64, dq_w))}
@@ -61,7 +62,7 @@ def check(d: int = 128, stages: int = 2, causal: bool = False, dt: str = "bf16",
             sig[name] = "i32"
             if name.startswith("sd"):
                 attrs[(i,)] = [["tt.divisibility", 16]]
-    tag = f"d{d} stages{stages} causal={causal} {dt} split={split} regs={regs}/{maxnreg} ones={ones}"
+    tag = f"d{d} stages{stages} causal={causal} {dt} split={split} skip_dq={skip_dq} regs={regs}/{maxnreg} ones={ones}"
     try:
         kernel = triton.compile(GluonASTSource(fn=attn_bwd_ws, signature=sig, constexprs=const, attrs=attrs),
                                 target=TARGET, options={"num_warps": 4, "num_stages": 1, "maxnreg": maxnreg})

@@ -5,7 +5,7 @@
 # The steps' limits add up to 330 s (the call's limit is 360 s).
 # call1: smoke; kernels.tune_bwd check --only triton,gluon (every case vs the fp32 reference); the GPU tests of
 #        tests/kernels/test_attention_bwd_ws.py; the graph-timed bench (2-kernel Triton vs Gluon vs SDPA cuDNN, the
-#        fused kernel and SDPA flash left out) with the Gluon ring-depth sweep.
+#        fused kernel and SDPA flash left out) with the Gluon ring-depth sweep and its no-dQ timing diagnostic.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -40,7 +40,7 @@ case "$CALL" in
     timeout 80 python3 -m pytest tests/kernels/test_attention_bwd_ws.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
       | tail -25 | tee "${LOG}_gpu_tests.log"
     echo "gpu tests rc=$?"
-    timeout 110 python3 -m kernels.tune_bwd bench --sweep --skip fused,sdpa-flash,"triton dkdv" 2>&1 \
+    timeout 110 python3 -m kernels.tune_bwd bench --sweep --diag --skip fused,sdpa-flash,"triton dkdv" 2>&1 \
       | tee "${LOG}_bench.log"
     echo "bench rc=$?"
     ;;

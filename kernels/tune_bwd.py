@@ -13,7 +13,8 @@ how far two fused runs, and two Gluon runs, differ (dq is accumulated with atomi
 graph=True)``; where that capture fails, as for SDPA's autograd backward in call 1, perfci's side-stream capture,
 else events: the timer is printed).  ``--sweep`` adds each fused config and each 2-kernel dK/dV config at the
 d128 / d64 L4096 shapes, and the Gluon backward's other ring depths at every shape; ``--diag`` adds, for the
-first fused config, the unstaggered q order and a timing-only run without the dQ part (its dq is wrong).
+first fused config, the unstaggered q order and a timing-only run without the dQ part (its dq is wrong), and the
+same timing-only run of the Gluon backward at every shape.
 """
 
 from __future__ import annotations
@@ -187,6 +188,11 @@ def bench(sweep: bool, diag: bool = False, skip: tuple[str, ...] = ()) -> int:
                      "fused": partial(attention.attention_backward, do, q, k, v, out, lse, causal, impl="fused")}
             if _gluon_ok(q, k, v, do):
                 impls["gluon"] = partial(attention.attention_backward, do, q, k, v, out, lse, causal, impl="gluon")
+                if diag:
+                    dims = check_attention(q, k, v, "bhld", attention.HEAD_DIMS)
+                    bufs = tuple(torch.empty_like(t) for t in (q, k, v))
+                    impls["gluon no-dQ (timing only)"] = partial(attention_bwd_ws.backward, do, q, k, v, out, lse,
+                                                                 *bufs, dims, "bhld", causal, d ** -0.5, skip_dq=True)
                 for st in GLUON_STAGES if sweep else ():
                     if st != attention_bwd_ws.CONFIGS.get(d) and (d == 64 or st == 2):
                         dims = check_attention(q, k, v, "bhld", attention.HEAD_DIMS)
@@ -264,7 +270,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--sweep", action="store_true",
                     help="also time each fused config and each 2-kernel dK/dV config at the sweep shapes")
     ap.add_argument("--diag", action="store_true",
-                    help="with --sweep: the unstaggered q order and a no-dQ timing-only run of the first fused config")
+                    help="the Gluon backward without its dQ part (timing only); with --sweep also the unstaggered q "
+                         "order and a no-dQ timing-only run of the first fused config")
     ap.add_argument("--only", default="", help="check: comma-separated implementations to run (triton,fused,gluon)")
     ap.add_argument("--skip", default="", help="bench: comma-separated implementation names (or prefixes) to leave out")
     args = ap.parse_args(argv)
