@@ -77,11 +77,13 @@ class Problem:
     BLOCK_N: gl.constexpr
     NC: gl.constexpr
     CAUSAL: gl.constexpr
+    PERM_K: gl.constexpr  # K read through a rank-5 descriptor, keys in the order of _perm_key
 
     @gluon.constexpr_function
-    def __init__(self, HQ, GROUP, LQ, LK, n_m, n_items, BLOCK_N, NC, CAUSAL):
+    def __init__(self, HQ, GROUP, LQ, LK, n_m, n_items, BLOCK_N, NC, CAUSAL, PERM_K):
         self.HQ, self.GROUP, self.LQ, self.LK, self.n_m, self.n_items = HQ, GROUP, LQ, LK, n_m, n_items
         self.BLOCK_N, self.NC, self.CAUSAL = gl.constexpr(BLOCK_N), gl.constexpr(NC), gl.constexpr(CAUSAL)
+        self.PERM_K = gl.constexpr(PERM_K)
 
     @gluon.jit
     def sides(self, u):
@@ -143,8 +145,13 @@ def _loader(q_desc, k_desc, v_desc, sm: Smem, pb: Problem, STAGES: gl.constexpr,
                 ph = (j // STAGES) & 1
                 mbarrier.wait(sm.k_empty.index(s), ph ^ 1)  # a fresh barrier counts as phase 1 complete
                 mbarrier.expect(sm.k_ready.index(s), k_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(k_desc, [b, hk, n * BLOCK_N, 0], sm.k_ready.index(s),
-                                                sm.k.index(s).reshape([1, 1, BLOCK_N, BLOCK_D]))
+                if pb.PERM_K:  # (key / 16 over batch·kv heads·keys, t1, q, t0, dim): see _perm_key
+                    g0 = ((b * (pb.HQ // pb.GROUP) + hk) * pb.LK + n * BLOCK_N) // 16
+                    tma.async_copy_global_to_shared(k_desc, [g0, 0, 0, 0, 0], sm.k_ready.index(s),
+                                                    sm.k.index(s).reshape([BLOCK_N // 16, 2, 4, 2, BLOCK_D]))
+                else:
+                    tma.async_copy_global_to_shared(k_desc, [b, hk, n * BLOCK_N, 0], sm.k_ready.index(s),
+                                                    sm.k.index(s).reshape([1, 1, BLOCK_N, BLOCK_D]))
                 mbarrier.wait(sm.v_empty.index(s), ph ^ 1)
                 mbarrier.expect(sm.v_ready.index(s), v_desc.block_type.nbytes)
                 if V_T:  # (batch, head, dim, position) tiles: V stored position-contiguous
@@ -182,11 +189,23 @@ def _scores(q_s, k_bufs, k_ready, j, s_zero, STAGES: gl.constexpr):
 
 
 @gluon.jit
+def _perm_key(j):
+    """The key held in row j of a ``PERM_K`` K tile: within each 16 keys, row 8·t1 + 2·q + t0 holds key
+    4·q + 2·t1 + t0.  The fp8 scores' accumulator then holds, per thread, the four consecutive keys that the
+    P·V wgmma's fp8 A operand takes from it (its k_width of 4), so P needs no exchange between threads."""
+    return (j & ~15) | (((j >> 1) & 3) << 2) | (((j >> 3) & 1) << 1) | (j & 1)
+
+
+@gluon.jit
 def _softmax(s, m_i, l_i, rows, start_n, LK, diag, qk_scale, p_layout: gl.constexpr, BLOCK_N: gl.constexpr,
-             MASKED: gl.constexpr, CAUSAL: gl.constexpr, dtype: gl.constexpr):
-    """Online-softmax step on the scores of one tile: returns (P as an MMA operand, alpha, m, l)."""
+             MASKED: gl.constexpr, CAUSAL: gl.constexpr, dtype: gl.constexpr, PERM_K: gl.constexpr):
+    """Online-softmax step on the scores of one tile: returns (P as an MMA operand, alpha, m, l).  With
+    ``PERM_K`` the tile's keys sit in K's buffer in the order of :func:`_perm_key`."""
     if MASKED:
-        cols = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s.type.layout))
+        cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s.type.layout))
+        if PERM_K:
+            cols = _perm_key(cols)
+        cols = start_n + cols
         keep = gl.expand_dims(cols, 0) < LK
         if CAUSAL:
             keep = keep & (gl.expand_dims(rows, 1) + diag >= gl.expand_dims(cols, 0))
@@ -200,7 +219,28 @@ def _softmax(s, m_i, l_i, rows, start_n, LK, diag, qk_scale, p_layout: gl.conste
         p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))
     alpha = gl.exp2(m_i - m_use)
     l_i = l_i * alpha + gl.sum(p, 1)
-    return gl.convert_layout(p.to(dtype), p_layout), alpha, m_new, l_i
+    if dtype.primitive_bitwidth == 8:  # fp32 P, packed to fp8 next to its use by _p_operand
+        if PERM_K:  # each thread already holds its A-operand keys: a renaming of registers
+            ROWS_: gl.constexpr = p.shape[0]
+            p = p.reshape([ROWS_, BLOCK_N // 16, 2, 4, 2]).permute((0, 1, 3, 2, 4)).reshape([ROWS_, BLOCK_N])
+            p = gl.convert_layout(p, p_layout, assert_trivial=True)
+        else:
+            p = gl.convert_layout(p, p_layout)
+    else:
+        p = gl.convert_layout(p.to(dtype), p_layout)
+    return p, alpha, m_new, l_i
+
+
+@gluon.jit
+def _p_operand(p, dtype: gl.constexpr):
+    """P as the P·V wgmma's A operand: fp8 is packed here, next to its use, four values per register by one
+    conversion pair (a loop-carried fp8 tensor would be carried as separate bytes and re-packed)."""
+    if dtype.primitive_bitwidth == 8:
+        op = gl.inline_asm_elementwise("cvt.rn.satfinite.e4m3x2.f32 $0, $2, $1;", "=h,r,r", [p],
+                                       dtype=gl.float8e4nv, is_pure=True, pack=2)
+    else:
+        op = p
+    return op
 
 
 @gluon.jit
@@ -217,7 +257,7 @@ def _v_tile(v_bufs, s, V_T: gl.constexpr):
 def _steps(o, p, m_i, l_i, j0, g0, lo, hi, n_tiles, sm, which: gl.constexpr, s_zero, rows, LK, diag, qk_scale,
            o_layout: gl.constexpr, p_layout: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
            MASKED: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr, NC: gl.constexpr,
-           PINGPONG: gl.constexpr):
+           PINGPONG: gl.constexpr, PERM_K: gl.constexpr):
     """Key tiles lo..hi-1 (ring positions j0 + n, wgmma groups g0 + n): S_n and O += P_{n-1} V_{n-1} in flight
     together, the softmax of S_n under the P·V; the Q buffer is released after the tile's last score MMA."""
     for n in range(lo, hi):
@@ -226,14 +266,14 @@ def _steps(o, p, m_i, l_i, j0, g0, lo, hi, n_tiles, sm, which: gl.constexpr, s_z
         s_tok = _scores(sm.q.index(which), sm.k, sm.k_ready, j, s_zero, STAGES)
         prev = (j - 1) % STAGES
         mbarrier.wait(sm.v_ready.index(prev), ((j - 1) // STAGES) & 1)
-        o_tok = warpgroup_mma(p, _v_tile(sm.v, prev, V_T), o, is_async=True)
+        o_tok = warpgroup_mma(_p_operand(p, sm.q.dtype), _v_tile(sm.v, prev, V_T), o, is_async=True)
         _turn_pass(sm, which, NC, PINGPONG)
         s = warpgroup_mma_wait(1, deps=(s_tok,))
         mbarrier.arrive(sm.k_empty.index(j % STAGES), count=1)
         if n == n_tiles - 1:
             mbarrier.arrive(sm.q_empty.index(which), count=1)
         p, alpha, m_i, l_i = _softmax(s, m_i, l_i, rows, n * BLOCK_N, LK, diag, qk_scale, p_layout, BLOCK_N,
-                                      MASKED, CAUSAL, p.dtype)
+                                      MASKED, CAUSAL, sm.q.dtype, PERM_K)
         o = warpgroup_mma_wait(0, deps=(o_tok,))
         mbarrier.arrive(sm.v_empty.index(prev), count=1)
         o = o * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
@@ -286,19 +326,20 @@ def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale,
                 mbarrier.arrive(sm.q_empty.index(which), count=1)
             if n_full > 0:  # the first key tile needs no mask
                 p, _alpha0, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N, False,
-                                          CAUSAL, dtype)
+                                          CAUSAL, dtype, pb.PERM_K)
             else:  # diagonal, ragged tail, or no key at all for some rows
                 p, _alpha0, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N, True,
-                                          CAUSAL, dtype)
+                                          CAUSAL, dtype, pb.PERM_K)
             o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, 1, n_full, n_tiles, sm, which, s_zero, rows, LK, diag,
-                                    qk_scale, o_layout, p_layout, BLOCK_N, STAGES, False, CAUSAL, V_T, NC, PINGPONG)
+                                    qk_scale, o_layout, p_layout, BLOCK_N, STAGES, False, CAUSAL, V_T, NC, PINGPONG,
+                                    pb.PERM_K)
             o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, gl.maximum(n_full, 1), n_tiles, n_tiles, sm, which,
                                     s_zero, rows, LK, diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES, True,
-                                    CAUSAL, V_T, NC, PINGPONG)
+                                    CAUSAL, V_T, NC, PINGPONG, pb.PERM_K)
             last = (j0 + n_tiles - 1) % STAGES
             mbarrier.wait(sm.v_ready.index(last), ((j0 + n_tiles - 1) // STAGES) & 1)
             _turn_wait(sm, which, g0 + n_tiles, PINGPONG)
-            o_tok = warpgroup_mma(p, _v_tile(sm.v, last, V_T), o, is_async=True)
+            o_tok = warpgroup_mma(_p_operand(p, dtype), _v_tile(sm.v, last, V_T), o, is_async=True)
             _turn_pass(sm, which, NC, PINGPONG)
             o = warpgroup_mma_wait(0, deps=(o_tok,))
             mbarrier.arrive(sm.v_empty.index(last), count=1)
@@ -338,7 +379,7 @@ def _consumer2(o_desc, LSE, sm: Smem, pb: Problem, qk_scale, o_scale, STAGES: gl
 @gluon.jit
 def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_items, qk_scale, o_scale,
                 BLOCK_N: gl.constexpr, STAGES: gl.constexpr, NC: gl.constexpr, CAUSAL: gl.constexpr,
-                CONSUMER_REGS: gl.constexpr, V_T: gl.constexpr, PINGPONG: gl.constexpr):
+                CONSUMER_REGS: gl.constexpr, V_T: gl.constexpr, PINGPONG: gl.constexpr, PERM_K: gl.constexpr):
     """q/k/o_desc: host tensor descriptors over (B, H, L, HEAD_DIM) with [1, 1, rows, BLOCK_D] boxes (64 rows
     for q and o, BLOCK_N for k); v_desc the same as k's, or with ``V_T`` over (B, H, HEAD_DIM, L) with
     [1, 1, BLOCK_D, BLOCK_N] boxes (V stored position-contiguous: required for fp8).  Q/K/V fp16, bf16 or
@@ -350,7 +391,7 @@ def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_items,
     BLOCK_D: gl.constexpr = q_desc.block_type.shape[3]
     # to_tensor: Triton passes integer arguments equal to 1 as constants
     pb = Problem(gl.to_tensor(HQ), gl.to_tensor(GROUP), gl.to_tensor(LQ), gl.to_tensor(LK),
-                 gl.to_tensor(gl.cdiv(LQ, NC * ROWS)), gl.to_tensor(n_items), BLOCK_N, NC, CAUSAL)
+                 gl.to_tensor(gl.cdiv(LQ, NC * ROWS)), gl.to_tensor(n_items), BLOCK_N, NC, CAUSAL, PERM_K)
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BLOCK_D], dtype)
     o_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BLOCK_D], o_desc.dtype)
     k_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_D], dtype)

@@ -31,6 +31,9 @@ else:
     IMPORT_ERROR = None
 
 ENABLED = True
+# fp8: read K with its keys permuted in shared memory where its strides allow (_permuted_k_descriptor), so P
+# reaches the P·V wgmma without an exchange between threads (kernels/NOTES.md, session 8)
+PERMUTE_K = True
 ROWS = 64  # query rows per consumer warpgroup (the kernel's _attn_fwd_ws.ROWS)
 MAX_HEAD_DIM = 128
 # (BLOCK_D, causal) -> (BLOCK_N, STAGES, consumer warpgroups, persistent, ping-pong): K and V tiles of BLOCK_N
@@ -47,9 +50,14 @@ CONFIGS: dict[tuple[int, bool], Config] = {
 }
 # fp8 (e4m3) inputs, V position-contiguous: (BLOCK_D, causal) -> the same tuple.
 FP8_CONFIGS: dict[tuple[int, bool], Config] = {
-    (128, False): (128, 3, 2, True, False), (128, True): (128, 3, 2, False, False),
+    (128, False): (128, 3, 2, True, False), (128, True): (128, 2, 2, False, False),
     (64, False): (128, 3, 2, True, False), (64, True): (128, 3, 2, False, False),
 }
+# 16-bit causal attention over fewer than SHORT_CAUSAL_MAX_LEN keys: BLOCK_D -> config.  64-key tiles lose less of
+# the diagonal blocks' work and keep more items in flight (H100, session 8: d128 L512 0.130 / 0.129 ms against
+# 0.136 / 0.139 with 128-key tiles, calls 1-2; 6 % slower at L4096, so long sequences keep CONFIGS).
+SHORT_CAUSAL_CONFIGS: dict[int, Config] = {128: (64, 3, 2, False, False)}
+SHORT_CAUSAL_MAX_LEN = 2048  # measured at 512 (64-key tiles faster) and 4096 (slower) only
 FP8_MIN_HEAD_DIM = 64  # fp8 wgmma reads 32-byte K steps; smaller head dims keep the Triton kernel
 # consumers -> (registers per consumer thread after setmaxnreg, launch-time maxnreg): 4 + 4 * consumers warps
 # share the 64K register file; the loader warpgroup keeps 24 per thread.
@@ -90,16 +98,15 @@ def eligible_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.T
 
 
 # Where "auto" prefers the Gluon fp8 kernel (given eligible_fp8()), from the H100 measurements (kernels/NOTES.md
-# session 7, calls 3-4): head dim 128 without a mask up to 2048 keys (L512: 0.116-0.121 ms against the Triton
-# kernel's 0.158); the Triton fp8 kernel measured faster at L4096 (2-3.5 %, both calls), at L16384 (3-5 %),
-# at d64 (0.517 against 0.698 ms) and with a causal mask at L512 (0.122 against 0.146).
+# session 8, call 2): head dim 128, both masks (P packed next to the P·V product, K read permuted: L4096
+# 0.672 / 0.365 ms full / causal against the Triton fp8 kernel's 0.776 / 0.446; L512 0.105 / 0.111 against
+# 0.156 / 0.122).  Head dim 64 keeps the Triton kernel (0.517 against 0.698 ms in session 7).
 PREFER_FP8_BLOCK_D = 128
-PREFER_FP8_MAX_LEN = 2048
 
 
 def preferred_fp8(dims: AttnDims, causal: bool) -> bool:
     """True where fp8 "auto" should take the Gluon kernel (given :func:`eligible_fp8`): where it measured faster."""
-    return padded_dim(dims.head_dim) == PREFER_FP8_BLOCK_D and not causal and dims.len_k <= PREFER_FP8_MAX_LEN
+    return padded_dim(dims.head_dim) == PREFER_FP8_BLOCK_D
 
 
 def preferred(dims: AttnDims, causal: bool) -> bool:
@@ -110,10 +117,11 @@ def preferred(dims: AttnDims, causal: bool) -> bool:
 
 
 @functools.cache
-def _smem_layout(box: tuple[int, int], dtype: torch.dtype):
+def _smem_layout(box: tuple[int, ...], dtype: torch.dtype):
+    """The shared layout of a [1, 1, rows, cols] box for a 2-D ``box``, else of ``box`` itself."""
     gl_type = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16, torch.float32: gl.float32,
                torch.float8_e4m3fn: gl.float8e4nv}[dtype]
-    return gl.NVMMASharedLayout.get_default_for([1, 1, *box], gl_type)
+    return gl.NVMMASharedLayout.get_default_for([1, 1, *box] if len(box) == 2 else list(box), gl_type)
 
 
 def _descriptor(t: torch.Tensor, layout: str, batch: int, heads: int, length: int, head_dim: int, rows: int,
@@ -131,6 +139,35 @@ def _descriptor(t: torch.Tensor, layout: str, batch: int, heads: int, length: in
                             _smem_layout((rows, block_d), t.dtype))
 
 
+def _permuted_k_descriptor(k: torch.Tensor, layout: str, dims: AttnDims, rows: int):
+    """The fp8 kernel's ``PERM_K`` descriptor, or None where k's strides do not allow it.
+
+    k is read as one (batch · kv heads · keys, head dim) matrix, through a rank-5 view (key / 16, t1, q, t0,
+    dim) of strides (16, 2, 4, 1) rows, so that each [rows / 16, 2, 4, 2, BLOCK_D] box lands in shared
+    memory with the keys of every 16 in the order of the kernel's ``_perm_key``.  That needs the batch·heads
+    to follow one another at a stride of len_k rows (a contiguous (B, H, L, D) k, or one head) and len_k a
+    multiple of 16; the rows past a head's last key belong to the next head and are masked like the zero
+    fill they replace."""
+    sb, sh, sl, _ = layout_strides(k, layout)
+    if dims.len_k % 16 or (dims.heads_kv > 1 and sh != dims.len_k * sl) \
+            or (dims.batch > 1 and sb != dims.heads_kv * dims.len_k * sl):
+        return None
+    block_d = padded_dim(dims.head_dim)
+    box = (rows // 16, 2, 4, 2, block_d)
+    return TensorDescriptor(k, [dims.batch * dims.heads_kv * dims.len_k // 16, 2, 4, 2, dims.head_dim],
+                            [16 * sl, 2 * sl, 4 * sl, sl, 1], list(box), _smem_layout(box, k.dtype))
+
+
+def default_config(dims: AttnDims, causal: bool, fp8: bool) -> Config:
+    """The configuration :func:`forward` runs without an explicit one: ``CONFIGS`` / ``FP8_CONFIGS`` by padded
+    head dim and mask, and for 16-bit causal attention over fewer than ``SHORT_CAUSAL_MAX_LEN`` keys the
+    ``SHORT_CAUSAL_CONFIGS`` entry where there is one."""
+    block_d = padded_dim(dims.head_dim)
+    if not fp8 and causal and dims.len_k < SHORT_CAUSAL_MAX_LEN and block_d in SHORT_CAUSAL_CONFIGS:
+        return SHORT_CAUSAL_CONFIGS[block_d]
+    return (FP8_CONFIGS if fp8 else CONFIGS)[(block_d, bool(causal))]
+
+
 def work_items(dims: AttnDims, causal: bool, consumers: int) -> int:
     """The kernel's work items: row blocks of NC * 64 queries per batch·head, paired (first with last, ...)
     when causal so that every item has the same number of key tiles."""
@@ -146,12 +183,12 @@ def forward(q, k, v, out, lse, dims: AttnDims, layout: str, causal: bool, qk_sca
     (v's descale).  ``config`` = (BLOCK_N, STAGES, consumers, persistent, ping-pong) overrides ``CONFIGS`` /
     ``FP8_CONFIGS``."""
     fp8 = q.dtype == torch.float8_e4m3fn
-    table = FP8_CONFIGS if fp8 else CONFIGS
-    block_n, stages, consumers, persistent, pingpong = config or table[(padded_dim(dims.head_dim), bool(causal))]
+    block_n, stages, consumers, persistent, pingpong = config or default_config(dims, causal, fp8)
     regs, maxnreg = REGISTERS[consumers]
     b, d = dims.batch, dims.head_dim
+    k_desc = _permuted_k_descriptor(k, layout, dims, block_n) if fp8 and PERMUTE_K else None
     descs = (_descriptor(q, layout, b, dims.heads_q, dims.len_q, d, ROWS),
-             _descriptor(k, layout, b, dims.heads_kv, dims.len_k, d, block_n),
+             k_desc or _descriptor(k, layout, b, dims.heads_kv, dims.len_k, d, block_n),
              _descriptor(v, layout, b, dims.heads_kv, dims.len_k, d, block_n, transposed=fp8),
              _descriptor(out, layout, b, dims.heads_q, dims.len_q, d, ROWS))
     n_items = work_items(dims, causal, consumers)
@@ -159,7 +196,8 @@ def forward(q, k, v, out, lse, dims: AttnDims, layout: str, causal: bool, qk_sca
     try:
         attn_fwd_ws[grid](*descs, lse, dims.heads_q, dims.group, dims.len_q, dims.len_k, n_items, qk_scale,
                           float(o_scale), BLOCK_N=block_n, STAGES=stages, NC=consumers, CAUSAL=bool(causal),
-                          CONSUMER_REGS=regs, V_T=fp8, PINGPONG=bool(pingpong), num_warps=4, maxnreg=maxnreg)
+                          CONSUMER_REGS=regs, V_T=fp8, PINGPONG=bool(pingpong), PERM_K=k_desc is not None,
+                          num_warps=4, maxnreg=maxnreg)
     except (triton.CompilationError, RuntimeError) as exc:  # compile or PTX errors: not a launch failure
         if "CUDA error" in str(exc):
             raise

@@ -34,22 +34,26 @@ TARGET = GPUTarget("cuda", 90, 128)
 _GL_TYPES = {"bf16": gl.bfloat16, "fp16": gl.float16, "fp32": gl.float32, "fp8e4nv": gl.float8e4nv}
 
 
-def _descriptor_type(dtype: str, box: tuple[int, int]) -> str:
-    layout = gl.NVMMASharedLayout.get_default_for([1, 1, *box], _GL_TYPES[dtype])
-    return f"tensordesc<{dtype}[1, 1, {box[0]}, {box[1]}],{layout!r}>"
+def _descriptor_type(dtype: str, box: tuple[int, ...]) -> str:
+    """A rank-4 [1, 1, rows, cols] descriptor for a 2-D box, else the box as given (the rank-5 PERM_K one)."""
+    full = [1, 1, *box] if len(box) == 2 else list(box)
+    layout = gl.NVMMASharedLayout.get_default_for(full, _GL_TYPES[dtype])
+    return f"tensordesc<{dtype}[{', '.join(map(str, full))}],{layout!r}>"
 
 
 def check(d: int = 128, bn: int = 128, stages: int = 2, nc: int = 2, causal: bool = False, regs: int = 240,
           maxnreg: int = 168, dt: str = "bf16", out: str = "", v_t: bool = False, pp: bool = False,
-          ones: tuple[str, ...] = ()) -> bool:
+          perm_k: bool = False, ones: tuple[str, ...] = ()) -> bool:
     """Build one configuration; print shared memory, wgmma count and ptxas's spill line.  True if it built.
 
     ``dt``: the inputs' type (bf16, fp16, fp8e4nv); ``out``: the output's (default: dt); ``v_t``: V read
-    position-contiguous ([BLOCK_D, BLOCK_N] boxes); ``pp``: ping-pong turns between the consumers."""
+    position-contiguous ([BLOCK_D, BLOCK_N] boxes); ``pp``: ping-pong turns between the consumers; ``perm_k``:
+    K through the rank-5 descriptor of PERM_K."""
     block_d = max(16, 1 << (d - 1).bit_length())
     const = dict(BLOCK_N=bn, STAGES=stages, NC=nc, CAUSAL=causal, CONSUMER_REGS=regs, V_T=v_t,
-                 PINGPONG=pp, **{o: 1 for o in ones})
-    boxes = {"q_desc": (dt, (64, block_d)), "o_desc": (out or dt, (64, block_d)), "k_desc": (dt, (bn, block_d)),
+                 PINGPONG=pp, PERM_K=perm_k, **{o: 1 for o in ones})
+    boxes = {"q_desc": (dt, (64, block_d)), "o_desc": (out or dt, (64, block_d)),
+             "k_desc": (dt, (bn // 16, 2, 4, 2, block_d) if perm_k else (bn, block_d)),
              "v_desc": (dt, (block_d, bn) if v_t else (bn, block_d))}
     sig = {}
     for name in attn_fwd_ws.arg_names:
@@ -61,23 +65,29 @@ def check(d: int = 128, bn: int = 128, stages: int = 2, nc: int = 2, causal: boo
             sig[name] = {"LSE": "*fp32", "qk_scale": "fp32", "o_scale": "fp32"}.get(name, "i32")
     attrs = {(attn_fwd_ws.arg_names.index("LSE"),): [["tt.divisibility", 16]]}
     tag = (f"d{d} bn{bn} stages{stages} consumers{nc} causal={causal} regs={regs}/{maxnreg} {dt}->{out or dt} "
-           f"v_t={v_t} pp={pp} ones={ones}")
+           f"v_t={v_t} pp={pp} perm_k={perm_k} ones={ones}")
     try:
         kernel = triton.compile(ASTSource(fn=attn_fwd_ws, signature=sig, constexprs=const, attrs=attrs),
                                 target=TARGET, options={"num_warps": 4, "num_stages": 1, "maxnreg": maxnreg})
-    except Exception as exc:  # report and go on with the next configuration
+    except Exception as exc:  # report the innermost cause and go on with the next configuration
+        while exc.__cause__ is not None or exc.__context__ is not None:
+            exc = exc.__cause__ or exc.__context__
         lines = [line for line in str(exc).splitlines() if line.strip()]
         print(f"FAIL {tag}: {type(exc).__name__}: {lines[-1] if lines else ''}", flush=True)
         return False
     ptx = kernel.asm["ptx"]
-    path = f"/tmp/attn_fwd_ws_{d}_{bn}_{stages}_{nc}_{int(causal)}_{dt}_{int(v_t)}.ptx"
-    with open(path, "w") as f:
+    path = (f"/tmp/attn_fwd_ws_{d}_{bn}_{stages}_{nc}_{int(causal)}_{dt}_{int(v_t)}{'_pk' if perm_k else ''}")
+    with open(path + ".ptx", "w") as f:
         f.write(ptx)
-    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/ptxas")
-    run = subprocess.run([ptxas, "-arch=sm_90a", "-v", path, "-o", os.devnull], capture_output=True, text=True)
+    bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin")
+    run = subprocess.run([os.path.join(bin_dir, "ptxas"), "-arch=sm_90a", "-v", path + ".ptx", "-o",
+                          path + ".cubin"], capture_output=True, text=True)
     spills = " ".join(line.strip() for line in run.stderr.splitlines() if "spill" in line or "rror" in line)
-    print(f"OK {tag}: shared={kernel.metadata.shared} B, wgmma={ptx.count('wgmma.mma_async')} | {spills}",
-          flush=True)
+    sass = subprocess.run([os.path.join(bin_dir, "cuobjdump"), "-sass", path + ".cubin"], capture_output=True,
+                          text=True).stdout
+    n_sass = sum(1 for line in sass.splitlines() if line.strip().startswith("/*") and "*/" in line.strip()[:12])
+    print(f"OK {tag}: shared={kernel.metadata.shared} B, wgmma={ptx.count('wgmma.mma_async')}, "
+          f"{n_sass} SASS instructions | {spills}", flush=True)
     return True
 
 

@@ -4,6 +4,8 @@
     PYTHONPATH=. python3 -m kernels.tune_ws bench [--sweep]  # Gluon vs our Triton kernel vs SDPA
     PYTHONPATH=. python3 -m kernels.tune_ws check --fp8      # the fp8 forward (v position-contiguous)
     PYTHONPATH=. python3 -m kernels.tune_ws bench --fp8 [--sweep]  # fp8 Gluon / Triton vs our bf16 forward
+    PYTHONPATH=. python3 -m kernels.tune_ws run --seq 512 --dim 128 --mask causal [--fp8] [--impl gluon]
+        # a few plain launches of one bench case, for a profiler (ncu -k regex:attn_fwd)
 
 ``check`` runs every case in order, smallest first, and prints one line each (a hang in a kernel then
 shows which case; run it under ``timeout``).  ``bench`` times (CUDA-graph replays: device time, not the
@@ -11,7 +13,8 @@ Python launch path) the default entry point (Gluon where preferred), the Gluon a
 forced, and SDPA's cuDNN and flash backends at the suite's shapes, implementations in turn over
 ``ROUNDS`` rounds (every other one in reverse order, so no implementation always follows the same one
 while clocks settle), lowest median kept; ``--sweep`` adds the Gluon configurations of ``SWEEP``, each
-persistent (suffix p) and one program per tile (n).
+persistent (suffix p) and one program per tile (n); fp8 entries ending in ``-kpl`` read K in key order (the
+permuted-K read of ``attention_ws.PERMUTE_K`` off).
 """
 
 from __future__ import annotations
@@ -66,9 +69,10 @@ ROUNDS = 3  # implementations in turn, every other round in reverse order; the l
 # BLOCK_D -> Gluon configurations (BLOCK_N, STAGES, consumers) timed with --sweep
 # (BLOCK_N, STAGES, consumers, ping-pong); timed persistent (suffix p) without a mask, one program per item (n)
 # with one, as measured best in session 7
-SWEEP = {128: [(128, 2, 2, False), (128, 2, 2, True)], 64: [(128, 3, 2, False), (128, 3, 2, True)]}
+SWEEP = {128: [(128, 2, 2, False), (64, 3, 2, False), (64, 4, 2, False)],
+         64: [(128, 3, 2, False), (64, 3, 2, False), (64, 4, 2, False)]}
 BENCH_FP8 = [(128, 4096, 4), (128, 16384, 1), (64, 4096, 4), (128, 512, 32)]
-SWEEP_FP8 = {128: [(128, 2, 2, False), (128, 3, 2, False), (128, 4, 2, False), (128, 3, 2, True)],
+SWEEP_FP8 = {128: [(128, 2, 2, False), (128, 3, 2, False), (64, 3, 2, False)],
              64: [(128, 3, 2, False), (128, 4, 2, False), (128, 3, 2, True)]}
 
 
@@ -159,6 +163,17 @@ def _time_all(log, impls: dict, tag: str, flops: float, against: str) -> None:
         log(f"BENCH {tag:30s} {name:12s} {ms:8.4f} ms {flops / ms / 1e9:7.1f} TFLOPS{rel}")
 
 
+def _without(flag: str, fn):
+    """``fn`` with the switch ``attention_ws.<flag>`` off (PERMUTE_K: the fp8 kernel reads K in key order)."""
+    def run():
+        setattr(attention_ws, flag, False)
+        try:
+            return fn()
+        finally:
+            setattr(attention_ws, flag, True)
+    return run
+
+
 def run_bench_fp8(log, sweep: bool, masks: tuple[bool, ...], seqs: tuple[int, ...] = (),
                   head_dims: tuple[int, ...] = ()) -> None:
     """fp8 forward (default, Triton, the sweep's Gluon configs: persistent without a mask, one program per item
@@ -170,7 +185,8 @@ def run_bench_fp8(log, sweep: bool, masks: tuple[bool, ...], seqs: tuple[int, ..
             q8, k8, v8, sq, sk, sv = fp8_inputs(b, 16, 16, seq, seq, d, "bhld")
             q, k, v = (t.to(torch.bfloat16) for t in (q8, k8, v8))
             run = partial(attention.attention_forward_fp8, q8, k8, v8, sq, sk, sv, causal)
-            impls = {"fp8": run, "fp8-triton": partial(run, impl="triton"),
+            impls = {"fp8": run, "fp8-triton": partial(run, impl="triton"), "fp8-gluon": partial(run, impl="gluon"),
+                     "fp8-gluon-kpl": _without("PERMUTE_K", partial(run, impl="gluon")),
                      "bf16-ours": partial(attention.attention_forward, q, k, v, causal),
                      "sdpa-cudnn": partial(ref.sdpa, q, k, v, causal, "cudnn")}
             if sweep:
@@ -179,9 +195,10 @@ def run_bench_fp8(log, sweep: bool, masks: tuple[bool, ...], seqs: tuple[int, ..
                 out, lse = torch.empty_like(q), torch.empty((b, 16, seq), device=q.device)
                 for bn, st, nc, pp in SWEEP_FP8.get(max(64, padded_dim(d)), []):
                     for pers in (False,) if causal else (True,):  # as measured best for bf16
-                        impls[_name(bn, st, nc, pp, pers)] = \
-                            partial(attention_ws.forward, q8, k8, v8, out, lse, dims, "bhld", causal,
-                                    d ** -0.5 * LOG2E * sq * sk, (bn, st, nc, pers, pp), o_scale=sv)
+                        fn = partial(attention_ws.forward, q8, k8, v8, out, lse, dims, "bhld", causal,
+                                     d ** -0.5 * LOG2E * sq * sk, (bn, st, nc, pers, pp), o_scale=sv)
+                        impls[_name(bn, st, nc, pp, pers)] = fn
+                        impls[_name(bn, st, nc, pp, pers) + "-kpl"] = _without("PERMUTE_K", fn)
             flops = cases.flops_bytes(cases.Variant("fwd", (b, 16, seq, d, causal)))[0]
             _time_all(log, impls, f"fp8 b{b} h16 L{seq} d{d} {'causal' if causal else 'full'}", flops, "bf16-ours")
 
@@ -210,14 +227,35 @@ def run_bench(log, sweep: bool, masks: tuple[bool, ...] = (False, True), seqs: t
             _time_all(log, impls, f"fwd b{b} h16 L{seq} d{d} {'causal' if causal else 'full'}", flops, "sdpa-cudnn")
 
 
+def run_once(fp8: bool, seq: int, d: int, causal: bool, impl: str, reps: int) -> None:
+    """``reps`` launches of one bench case (batch as in BENCH, 16 heads): the default entry point, a kernel
+    forced (``impl``), or SDPA's cuDNN backend (``impl="cudnn"``, bf16 on the same data), for a profiler."""
+    b = dict(((dd, ss), bb) for dd, ss, bb in BENCH).get((d, seq), 4)
+    if fp8:
+        q8, k8, v8, sq, sk, sv = fp8_inputs(b, 16, 16, seq, seq, d, "bhld")
+        q, k, v = (t.to(torch.bfloat16) for t in (q8, k8, v8))
+        fn = partial(attention.attention_forward_fp8, q8, k8, v8, sq, sk, sv, causal, impl=impl)
+    else:
+        q, k, v = (randn((b, 16, seq, d), torch.bfloat16, i) for i in range(3))
+        fn = partial(attention.attention_forward, q, k, v, causal, impl=impl)
+    if impl == "cudnn":
+        fn = partial(ref.sdpa, q, k, v, causal, "cudnn")
+    for _ in range(reps):
+        fn()
+    torch.cuda.synchronize()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=("check", "bench"))
+    ap.add_argument("what", choices=("check", "bench", "run"))
     ap.add_argument("--sweep", action="store_true", help="also time the Gluon configurations of SWEEP")
     ap.add_argument("--mask", choices=("both", "full", "causal"), default="both", help="which masks to time")
     ap.add_argument("--fp8", action="store_true", help="check / time the fp8 forward instead of bf16")
     ap.add_argument("--seq", type=int, nargs="*", default=[], help="time only these sequence lengths")
     ap.add_argument("--dim", type=int, nargs="*", default=[], help="time only these head dims")
+    ap.add_argument("--impl", choices=("auto", "gluon", "triton", "cudnn"), default="auto",
+                    help="run: the entry point's impl, or SDPA's cuDNN backend")
+    ap.add_argument("--reps", type=int, default=3, help="run: launches")
     args = ap.parse_args()
 
     def log(s: str) -> None:
@@ -225,6 +263,11 @@ def main() -> int:
 
     p = torch.cuda.get_device_properties(0)
     log(f"ENV {p.name} uuid={getattr(p, 'uuid', '?')} torch={torch.__version__} gluon={attention_ws.status()}")
+    if args.what == "run":
+        if len(args.seq) != 1 or len(args.dim) != 1 or args.mask == "both":
+            ap.error("run needs one --seq, one --dim and --mask full or causal")
+        run_once(args.fp8, args.seq[0], args.dim[0], args.mask == "causal", args.impl, args.reps)
+        return 0
     if args.what == "check":
         bad = check_fp8(log) if args.fp8 else check(log)
         log(f"checks failed: {bad}")

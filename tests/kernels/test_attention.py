@@ -13,6 +13,7 @@ from kernels import attention_ws
 from kernels._checks import LOG2E
 from kernels._checks import check_attention as check_dims
 from kernels.attention import (
+    FP8_DTYPES,
     HEAD_DIMS,
     attention_backward,
     attention_forward,
@@ -228,11 +229,43 @@ def test_auto_prefers_the_kernel_measured_faster(d, seq, causal, gluon):
 
 
 @pytest.mark.parametrize(("d", "seq", "causal", "gluon"), [
-    (128, 512, False, True), (128, 4096, False, False), (128, 16384, False, False), (128, 512, True, False),
-    (64, 512, False, False), (96, 1024, False, True)])
+    (128, 512, False, True), (128, 4096, False, True), (128, 4096, True, True), (128, 512, True, True),
+    (64, 512, False, False), (64, 4096, True, False), (96, 1024, False, True)])
 def test_fp8_auto_prefers_the_kernel_measured_faster(d, seq, causal, gluon):
     q = torch.empty(1, 1, seq, d, dtype=torch.bfloat16)
     assert attention_ws.preferred_fp8(check_dims(q, q, q, "bhld", HEAD_DIMS), causal) is gluon
+
+
+@pytest.mark.parametrize(("d", "seq", "causal", "fp8", "block_n"), [
+    (128, 512, True, False, 64), (128, 2047, True, False, 64), (128, 2048, True, False, 128),
+    (128, 512, False, False, 128), (96, 512, True, False, 64), (64, 512, True, False, 128),
+    (128, 512, True, True, 128)])
+def test_gluon_default_config_short_causal(d, seq, causal, fp8, block_n):
+    """16-bit causal attention over few keys takes 64-key tiles at padded head dim 128 (measured faster at 512
+    keys, slower at 4096); everything else keeps the per-(head dim, mask) tables."""
+    q = torch.empty(1, 1, seq, d, dtype=torch.bfloat16)
+    config = attention_ws.default_config(check_dims(q, q, q, "bhld", HEAD_DIMS), causal, fp8)
+    assert config[0] == block_n
+    table = attention_ws.FP8_CONFIGS if fp8 else attention_ws.CONFIGS
+    assert block_n == 64 or config == table[(max(16, 1 << (d - 1).bit_length()), causal)]
+
+
+@pytest.mark.parametrize(("b", "h", "seq", "layout", "permuted"), [
+    (2, 4, 1024, "bhld", True), (1, 1, 528, "blhd", True), (3, 1, 64, "blhd", True),
+    (2, 4, 1024, "blhd", False), (2, 4, 1000, "bhld", False)])
+def test_fp8_permuted_k_only_where_heads_follow_one_another(b, h, seq, layout, permuted):
+    """The fp8 Gluon kernel's permuted-K read views k as one (batch·heads·keys, dim) matrix: only a contiguous
+    (B, H, L, D) k (or one head) with a key count that is a multiple of 16 allows it; the rest read k plainly."""
+    if attention_ws.attn_fwd_ws is None:
+        pytest.skip(f"no Gluon kernel with this Triton ({attention_ws.IMPORT_ERROR})")
+    k = torch.zeros(_shape(b, h, seq, 128, layout), dtype=torch.float8_e4m3fn)
+    desc = attention_ws._permuted_k_descriptor(k, layout, check_dims(k, k, k, layout, HEAD_DIMS, dtypes=FP8_DTYPES),
+                                                      128)
+    assert (desc is not None) is permuted
+    if permuted:  # rows (key / 16, t1, q, t0) over every batch·head's keys, 128-key boxes
+        assert list(desc.shape) == [b * h * seq // 16, 2, 4, 2, 128]
+        assert list(desc.strides) == [16 * 128, 2 * 128, 4 * 128, 128, 1]
+        assert list(desc.block_shape) == [8, 2, 4, 2, 128]
 
 
 def test_empty_sequences(device):
@@ -293,7 +326,7 @@ def test_attention_gpu_each_forward(impl, b, hq, hk, lq, lk, d, causal, layout, 
 @pytest.mark.parametrize(("d", "config"), [
     (128, (128, 2, 2, True, False)), (128, (128, 2, 2, False, True)), (64, (128, 2, 3, True, True)),
     (64, (128, 3, 3, False, False)), (64, (128, 3, 2, True, True)), (40, (128, 2, 3, False, False)),
-    (16, (128, 3, 2, True, False)), (112, (64, 3, 2, True, True)),
+    (16, (128, 3, 2, True, False)), (112, (64, 3, 2, True, True)), (128, (64, 3, 2, False, False)),
 ])
 @pytest.mark.parametrize("causal", [False, True])
 def test_gluon_forward_configs_gpu(d, config, causal, gen):
@@ -362,3 +395,22 @@ def test_fp8_forward_each_kernel_gpu(impl, b, hq, hk, lq, lk, d, causal, layout,
     if impl == "gluon":
         _needs_gluon(fp8=True)
     _fp8_check(b, hq, hk, lq, lk, d, causal, layout, "cuda", gen, True, out_dtype, torch.float32, impl=impl)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_fp8_gluon_permuted_k_matches_plain_read_gpu(causal, gen, monkeypatch):
+    """The permuted-K read (keys reordered in shared memory, P handed to the P·V product without an exchange)
+    gives the plain read's output up to the order of fp32 sums, and the same lse: a wrong key order would
+    mismatch by the size of the output."""
+    _needs_gluon(fp8=True)
+    q, k, v = (_rand((2, 4, seq, 128), torch.float32, "cuda", gen) for seq in (700, 1040, 1040))
+    (q8, sq), (k8, sk), (v8, sv) = (quantize_fp8(t) for t in (q, k, v))
+    v8 = v8.transpose(2, 3).contiguous().transpose(2, 3)
+    runs = []
+    for permute in (True, False):
+        monkeypatch.setattr(attention_ws, "PERMUTE_K", permute)
+        runs.append(attention_forward_fp8(q8, k8, v8, sq, sk, sv, causal, impl="gluon"))
+    (out_p, lse_p), (out_r, lse_r) = runs
+    assert rel_err(out_p.float(), out_r.float()) < 1e-2
+    assert torch.allclose(lse_p, lse_r, atol=1e-3, rtol=0)
