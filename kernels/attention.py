@@ -65,7 +65,8 @@ DQ_CONFIGS: dict[int, list[tuple]] = {
 # backward used by impl="auto": "triton" (2 kernels, deterministic), "fused" (kernels/attention_bwd_fused.py) or
 # "gluon-where-faster" (the warp-specialised Gluon backward, kernels/attention_bwd_ws.py, where it is eligible and
 # attention_bwd_ws.preferred() says it measured faster; the 2-kernel scheme elsewhere)
-BWD_IMPL: str = "triton"
+# (H100, session 8: the Gluon backward at 0.91-1.00x cuDNN against 0.78-0.90x for the 2-kernel scheme)
+BWD_IMPL: str = "gluon-where-faster"
 # fp8 forward (e4m3 q/k/v; tiles are half the bytes, so deeper pipelines / wider KV tiles fit).
 FP8_FWD_CONFIGS: dict[int, list[tuple]] = {
     64: [(128, 128, 4, 3, True), (128, 128, 8, 3, True), (128, 64, 4, 3, False)],

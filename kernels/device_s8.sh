@@ -18,6 +18,9 @@
 # call5: the perf suite (README figures) with the session's forward and the helper's Gluon GEMM default, then
 #        the H100 baseline's entries whose kernels changed re-made from two runs: the fp8 forward (now the Gluon
 #        kernel at head dim 128) and every GEMM (the Gluon GEMM).
+# call6: with the Gluon backward the default ("auto" where it measured faster: head dims 64/128): the attention GPU
+#        tests (auto backward included), the backward suite entries (README), and the H100 baseline's backward
+#        entries re-made from two runs.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -117,6 +120,23 @@ case "$CALL" in
       > "${LOG}_baseline_update_matmul.log" 2>&1
     echo "baseline update matmul rc=$?"
     tail -6 "${LOG}_baseline_update_matmul.log"
+    tar -czf "$OUT/baseline_h100.tgz" baselines/NVIDIA_H100_80GB_HBM3
+    ;;
+  call6)
+    timeout 150 python3 -m pytest tests/kernels/test_attention.py tests/kernels/test_attention_bwd_ws.py -m gpu -q \
+      -p no:cacheprovider -n 8 2>&1 | tail -6 | tee "${LOG}_gpu_tests.log"
+    echo "gpu tests rc=$?"
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1 \
+      && export PYTHONPATH=/tmp/site:. && python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
+    timeout 80 python3 -m pytest tests/perf/test_flash.py -k backward -q -p no:cacheprovider \
+      --benchmark-json="$OUT/perf_bwd.json" > "${LOG}_perf_suite_bwd.log" 2>&1
+    echo "perf suite rc=$?"
+    [ -f "$OUT/perf_bwd.json" ] && python3 -m kernels.tune --perf-json "$OUT/perf_bwd.json" \
+      | tee "${LOG}_perf_suite_bwd_table.txt"
+    timeout 120 perfci baseline update tests/perf/test_flash.py -k backward --runs 2 --force --results-dir /tmp/bl3 \
+      > "${LOG}_baseline_update_bwd.log" 2>&1
+    echo "baseline update bwd rc=$?"
+    tail -6 "${LOG}_baseline_update_bwd.log"
     tar -czf "$OUT/baseline_h100.tgz" baselines/NVIDIA_H100_80GB_HBM3
     ;;
 esac

@@ -92,7 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     base = sub.add_parser("baseline", help="write or inspect this GPU's baselines", epilog=EPILOG)
     bsub = base.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
     upd = bsub.add_parser("update", help="write baselines/<gpu>/ atomically from a fresh run (or --from files)",
-                          epilog=EPILOG)
+                          description="Run the perf suite (default tests/perf; give test paths to run fewer) "
+                          "--runs times in fresh processes and write this GPU's baseline atomically. Unknown "
+                          "options go to pytest (e.g. -k EXPR, -m MARK): only the benchmarks selected are "
+                          "replaced, unless --replace.", epilog=EPILOG)
     upd.add_argument("--baselines", type=Path, default=None, help=f"baseline root ({ROOT_DEFAULT} baselines/)")
     upd.add_argument("--replace", action="store_true",
                      help="rewrite the whole baseline; by default the benchmarks measured replace their entries and "
