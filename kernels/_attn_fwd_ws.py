@@ -17,7 +17,8 @@ program), with partitions sharing one K/V ring in shared memory:
   SM, so one's softmax overlaps another's matmuls; with ``PINGPONG`` they take turns (mbarriers) to issue
   their wgmma groups, in FlashAttention-3's manner.
 
-exp2 with ``sm_scale * log2(e)`` folded into one multiply; keys beyond LK (zero-filled by TMA) and the
+exp2 with ``sm_scale * log2(e)`` folded into one multiply; keys beyond LK (zero-filled by TMA, or with ``PERM_K``
+the next head's rows) and the
 causal diagonal are masked only in the tiles that need it (a first tile with no full key tile before it
 is run masked, which also covers row blocks that see no key: zero output, ``lse = +inf``).  Head dims that
 are not a power of two run padded: descriptors of width HEAD_DIM with [rows, BLOCK_D] boxes (the copy
@@ -126,7 +127,8 @@ class Problem:
 
 @gluon.jit
 def _loader(q_desc, k_desc, v_desc, sm: Smem, pb: Problem, STAGES: gl.constexpr, V_T: gl.constexpr):
-    # Rank-4 (batch, head, position, dim) descriptors with [1, 1, rows, BLOCK_D] boxes: the 2-D buffers are
+    # Rank-4 (batch, head, position, dim) descriptors with [1, 1, rows, BLOCK_D] boxes (K's rank 5 with PERM_K,
+    # see _perm_key): the 2-D buffers are
     # viewed as such for the copy.
     BLOCK_D: gl.constexpr = q_desc.block_type.shape[3]
     BLOCK_N: gl.constexpr = pb.BLOCK_N
@@ -199,7 +201,8 @@ def _perm_key(j):
 @gluon.jit
 def _softmax(s, m_i, l_i, rows, start_n, LK, diag, qk_scale, p_layout: gl.constexpr, BLOCK_N: gl.constexpr,
              MASKED: gl.constexpr, CAUSAL: gl.constexpr, dtype: gl.constexpr, PERM_K: gl.constexpr):
-    """Online-softmax step on the scores of one tile: returns (P as an MMA operand, alpha, m, l).  With
+    """Online-softmax step on the scores of one tile: returns (P in the P·V operand's layout: in the input type
+    for 16-bit inputs, fp32 for fp8, which :func:`_p_operand` packs at the wgmma, alpha, m, l).  With
     ``PERM_K`` the tile's keys sit in K's buffer in the order of :func:`_perm_key`."""
     if MASKED:
         cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s.type.layout))

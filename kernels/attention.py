@@ -288,9 +288,11 @@ def attention_backward(
         check_buffer(name, t, tuple(ref.shape), ref.dtype, ref.device)
     chosen = BWD_IMPL if impl == "auto" else impl
     if chosen == "gluon-where-faster":  # "auto" with BWD_IMPL naming the Gluon backward where it measured faster
-        chosen = "gluon" if configs == (None, None) and use_tma is None and attention_bwd_ws.preferred(
-            dims, causal) else "triton"
-    if chosen == "gluon" and not attention_bwd_ws.eligible(q, k, v, do, dk, dv, dims.head_dim, scale):
+        # (its dq is not bitwise deterministic: torch.use_deterministic_algorithms(True) keeps the 2-kernel scheme)
+        chosen = "gluon" if (configs == (None, None) and use_tma is None and attention_bwd_ws.preferred(dims, causal)
+                             and not torch.are_deterministic_algorithms_enabled()) else "triton"
+    if chosen == "gluon" and not attention_bwd_ws.eligible(q, k, v, do, dk, dv, dims.head_dim, scale, causal=causal,
+                                                           len_k=dims.len_k):
         if impl == "gluon":
             raise ValueError(f"impl='gluon': the Gluon backward cannot run these inputs (it needs "
                              f"{attention_bwd_ws.requirements()})")

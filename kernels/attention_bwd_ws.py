@@ -47,8 +47,10 @@ CONFIGS: dict[int, int] = {128: 2, 64: 2}
 # registers per consumer thread after setmaxnreg, launch-time maxnreg (the loader warpgroup keeps 24)
 REGISTERS = (240, 168)
 # Where "auto" takes this kernel (given eligible()): (head dim, causal) pairs measured faster than the 2-kernel
-# Triton scheme on the H100 (kernels/NOTES.md); empty until measured.
+# Triton scheme on the H100 (kernels/NOTES.md, session 8), at the shapes measured: no GQA, L >= PREFERRED_MIN_LEN
+# (4096 and 8192 were timed; shorter or grouped problems, with fewer programs per SM, keep the 2-kernel scheme).
 PREFERRED: frozenset[tuple[int, bool]] = frozenset({(64, False), (64, True), (128, False), (128, True)})
+PREFERRED_MIN_LEN = 4096
 _PRE_BM = 64
 _broken: list[str] = []  # the build error, once the kernel failed to build here
 
@@ -61,10 +63,15 @@ def runnable_on(device: torch.device) -> bool:
 
 
 def eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor, dk: torch.Tensor,
-             dv: torch.Tensor, head_dim: int, scale: float) -> bool:
+             dv: torch.Tensor, head_dim: int, scale: float, *, causal: bool, len_k: int) -> bool:
     """True when the Gluon backward can run these tensors (``do`` already in q's dtype) on this GPU: dk and dv
-    are written through pointers and need a unit stride in their last dim."""
+    are written through pointers and need a unit stride in their last dim.  Without a causal mask the key length
+    must be a multiple of 128: the kernel does not mask keys past it (their rows are zero-filled, but their
+    scores start at -lse, so P there is exp(-lse), which overflows fp16 for a row with lse below about -11 and
+    turns dQ into NaN); with the mask the diagonal already excludes them."""
     if q.dtype not in (torch.float16, torch.bfloat16) or head_dim not in HEAD_DIMS or not scale > 0:
+        return False
+    if not causal and len_k % BLOCK_N:
         return False
     if dk.stride(-1) != 1 or dv.stride(-1) != 1:
         return False
@@ -73,13 +80,15 @@ def eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor
 
 def preferred(dims: AttnDims, causal: bool) -> bool:
     """True where "auto" should take the Gluon backward (given :func:`eligible`): where it measured faster."""
-    return (dims.head_dim, bool(causal)) in PREFERRED
+    return ((dims.head_dim, bool(causal)) in PREFERRED and dims.group == 1
+            and min(dims.len_q, dims.len_k) >= PREFERRED_MIN_LEN)
 
 
 def requirements() -> str:
     """What :func:`eligible` asks for, for error messages."""
-    return (f"an sm_90 GPU, fp16/bf16, head dim in {HEAD_DIMS}, a positive sm_scale, 16-byte aligned strides and "
-            f"dk/dv with a unit last stride; kernel: {status()}")
+    return (f"an sm_90 GPU, fp16/bf16, head dim in {HEAD_DIMS}, a positive sm_scale, 16-byte aligned strides, "
+            f"dk/dv with a unit last stride and, without a causal mask, a key length that is a multiple of {BLOCK_N}; "
+            f"kernel: {status()}")
 
 
 @functools.cache

@@ -23,8 +23,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import triton
 from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon._runtime import GluonASTSource
 
 from kernels._attn_fwd_ws import attn_fwd_ws
 
@@ -67,7 +67,7 @@ def check(d: int = 128, bn: int = 128, stages: int = 2, nc: int = 2, causal: boo
     tag = (f"d{d} bn{bn} stages{stages} consumers{nc} causal={causal} regs={regs}/{maxnreg} {dt}->{out or dt} "
            f"v_t={v_t} pp={pp} perm_k={perm_k} ones={ones}")
     try:
-        kernel = triton.compile(ASTSource(fn=attn_fwd_ws, signature=sig, constexprs=const, attrs=attrs),
+        kernel = triton.compile(GluonASTSource(fn=attn_fwd_ws, signature=sig, constexprs=const, attrs=attrs),
                                 target=TARGET, options={"num_warps": 4, "num_stages": 1, "maxnreg": maxnreg})
     except Exception as exc:  # report the innermost cause and go on with the next configuration
         while exc.__cause__ is not None or exc.__context__ is not None:

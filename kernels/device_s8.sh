@@ -21,6 +21,11 @@
 # call6: with the Gluon backward the default ("auto" where it measured faster: head dims 64/128): the attention GPU
 #        tests (auto backward included), the backward suite entries (README), and the H100 baseline's backward
 #        entries re-made from two runs.
+# call7: short causal d128 (L512): each 64-key configuration persistent and one program per item, 2 and 3
+#        stages, ping-pong; the Gluon config GPU tests (these configurations added).
+# call8: the short causal config now persistent: the perf suite's L512 causal d128 entries.
+# call9: the final code: kernels.tune_ws check (bf16, whose short causal cases take the persistent 64-key
+#        config) and the attention GPU tests.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -138,5 +143,29 @@ case "$CALL" in
     echo "baseline update bwd rc=$?"
     tail -6 "${LOG}_baseline_update_bwd.log"
     tar -czf "$OUT/baseline_h100.tgz" baselines/NVIDIA_H100_80GB_HBM3
+    ;;
+  call7)
+    timeout 90 python3 -m pytest tests/kernels/test_attention.py -m gpu -k gluon_forward_configs -q \
+      -p no:cacheprovider -n 8 2>&1 | tail -4 | tee "${LOG}_gpu_tests.log"
+    echo "gpu tests rc=$?"
+    timeout 120 python3 -m kernels.tune_ws bench --sweep --both-grids --seq 512 --dim 128 --mask causal 2>&1 \
+      | tee "${LOG}_bench.log"
+    echo "bench rc=$?"
+    ;;
+  call8)
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1 \
+      && export PYTHONPATH=/tmp/site:. && python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
+    timeout 90 python3 -m pytest tests/perf/test_flash.py -k "L512 and causal" -q -p no:cacheprovider \
+      --benchmark-json="$OUT/perf_l512.json" > "${LOG}_perf_suite_l512.log" 2>&1
+    echo "perf suite rc=$?"
+    [ -f "$OUT/perf_l512.json" ] && python3 -m kernels.tune --perf-json "$OUT/perf_l512.json" \
+      | tee "${LOG}_perf_suite_l512_table.txt"
+    ;;
+  call9)
+    timeout 150 python3 -m kernels.tune_ws check 2>&1 | tee "${LOG}_check.log"
+    echo "check rc=$?"
+    timeout 120 python3 -m pytest tests/kernels/test_attention.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
+      | tail -4 | tee "${LOG}_gpu_tests.log"
+    echo "gpu tests rc=$?"
     ;;
 esac

@@ -331,7 +331,8 @@ def matmul(
             how = "repack"
         if how in ("repack", "ws-repack"):
             b = repack_rows(b, repack)
-        want_gluon = gluon is not False if how == "ws-repack" else bool(gluon)
+        if how != "ws-repack":
+            want_gluon = bool(gluon)  # the other misaligned-B paths are Triton's unless Gluon is asked for
         b_ptr = how == "ptr"
     if want_gluon and tma and not colmajor and not b_ptr and _mg.runnable(a, b, c) and _mg.matmul_ws(a, b, c):
         return c

@@ -69,7 +69,7 @@ ROUNDS = 3  # implementations in turn, every other round in reverse order; the l
 # BLOCK_D -> Gluon configurations (BLOCK_N, STAGES, consumers) timed with --sweep
 # (BLOCK_N, STAGES, consumers, ping-pong); timed persistent (suffix p) without a mask, one program per item (n)
 # with one, as measured best in session 7
-SWEEP = {128: [(128, 2, 2, False), (64, 3, 2, False), (64, 4, 2, False)],
+SWEEP = {128: [(128, 2, 2, False), (64, 3, 2, False), (64, 4, 2, False), (64, 2, 2, False), (64, 3, 2, True)],
          64: [(128, 3, 2, False), (64, 3, 2, False), (64, 4, 2, False)]}
 BENCH_FP8 = [(128, 4096, 4), (128, 16384, 1), (64, 4096, 4), (128, 512, 32)]
 SWEEP_FP8 = {128: [(128, 2, 2, False), (128, 3, 2, False), (64, 3, 2, False)],
@@ -204,7 +204,7 @@ def run_bench_fp8(log, sweep: bool, masks: tuple[bool, ...], seqs: tuple[int, ..
 
 
 def run_bench(log, sweep: bool, masks: tuple[bool, ...] = (False, True), seqs: tuple[int, ...] = (),
-              head_dims: tuple[int, ...] = ()) -> None:
+              head_dims: tuple[int, ...] = (), both_grids: bool = False) -> None:
     for d, seq, b in BENCH:
         if (seqs and seq not in seqs) or (head_dims and d not in head_dims):
             continue
@@ -219,7 +219,7 @@ def run_bench(log, sweep: bool, masks: tuple[bool, ...] = (False, True), seqs: t
                 dims = attention.check_attention(q, k, v, "bhld", attention.HEAD_DIMS)
                 out, lse = torch.empty_like(q), torch.empty((b, 16, seq), device=q.device)
                 for bn, st, nc, pp in SWEEP.get(max(64, padded_dim(d)), []):
-                    for pers in (False,) if causal else (True,):
+                    for pers in (False, True) if both_grids else (False,) if causal else (True,):
                         impls[_name(bn, st, nc, pp, pers)] = \
                             partial(attention_ws.forward, q, k, v, out, lse, dims, "bhld", causal,
                                     d ** -0.5 * LOG2E, (bn, st, nc, pers, pp))
@@ -256,6 +256,8 @@ def main() -> int:
     ap.add_argument("--impl", choices=("auto", "gluon", "triton", "cudnn"), default="auto",
                     help="run: the entry point's impl, or SDPA's cuDNN backend")
     ap.add_argument("--reps", type=int, default=3, help="run: launches")
+    ap.add_argument("--both-grids", action="store_true",
+                    help="bench --sweep (bf16): time each configuration persistent and one program per item")
     args = ap.parse_args()
 
     def log(s: str) -> None:
@@ -273,7 +275,10 @@ def main() -> int:
         log(f"checks failed: {bad}")
         return 1 if bad else 0
     masks = {"both": (False, True), "full": (False,), "causal": (True,)}[args.mask]
-    (run_bench_fp8 if args.fp8 else run_bench)(log, args.sweep, masks, tuple(args.seq), tuple(args.dim))
+    if args.fp8:
+        run_bench_fp8(log, args.sweep, masks, tuple(args.seq), tuple(args.dim))
+    else:
+        run_bench(log, args.sweep, masks, tuple(args.seq), tuple(args.dim), args.both_grids)
     return 0
 
 

@@ -77,12 +77,12 @@ def _mode_line(fp: Fingerprint) -> str:
 
 
 def cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
+    if args.max_pairs < 1:  # before any worker starts
+        raise UsageError(f"--max-pairs must be at least 1, got {args.max_pairs}")
     if args.gpus is not None:
         return _run_on_gpus(args, rest)
     fp = detect()
     print(_mode_line(fp), flush=True)
-    if args.max_pairs < 1:
-        raise UsageError(f"--max-pairs must be at least 1, got {args.max_pairs}")
     options = RunOptions(pytest_args=tuple(rest), baselines=None if args.no_compare else args.baselines,
                          results_dir=args.results_dir, report_dir=args.report_dir, confirm=not args.no_confirm,
                          require_baseline=args.require_baseline, against=args.against, max_pairs=args.max_pairs,
@@ -123,7 +123,7 @@ def _run_on_gpus(args: argparse.Namespace, rest: list[str]) -> int:
     fp = Fingerprint.recorded(results[0].fingerprint) or detect()
     write_report(results, verdict, args.report_dir, f"perfci run --gpus {args.gpus}")
     _print_verdict(verdict, fp)
-    return verdict.exit_code  # judge_files records no problems: 1 when any model regressed
+    return verdict.exit_code_for(args.fail_on_noisy)  # 1 when any model regressed (or stayed NOISY, if asked)
 
 
 def _print_verdict(verdict: RunVerdict, fp: Fingerprint) -> None:

@@ -133,6 +133,11 @@ class RunVerdict:
             return EXIT_REGRESSION
         return EXIT_INFRASTRUCTURE if self.problems else EXIT_OK
 
+    def exit_code_for(self, fail_on_noisy: bool) -> int:
+        """The run's exit code under ``--fail-on-noisy`` (NOISY device-time benchmarks then fail: exit 1) or
+        without it (:attr:`exit_code`): one rule for ``perfci run`` on one GPU and with ``--gpus``."""
+        return EXIT_REGRESSION if fail_on_noisy and self.noisy else self.exit_code
+
     def counts(self) -> dict[str, int]:
         """Benchmarks per verdict, worst first (the one set of counts every output shows)."""
         counts: dict[Verdict, int] = {}

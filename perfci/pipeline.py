@@ -188,7 +188,7 @@ def _outcome(options: RunOptions, fp: Fingerprint, baseline: ResultFile | None, 
     """The run's end: :func:`_finish`, then the exit code (an interrupted confirmation pass is exit 3;
     tests that failed for other reasons than a regression exit 1; NOISY fails with ``fail_on_noisy``)."""
     paths, verdict = _finish(options, fp, baseline, new, verdict, github=github)
-    exit_code = EXIT_REGRESSION if options.fail_on_noisy and verdict.noisy else verdict.exit_code
+    exit_code = verdict.exit_code_for(options.fail_on_noisy)
     if interrupted:
         messages.append("perfci: the confirmation pass was interrupted; the verdict above stands on the first pass "
                         "for what it did not re-measure")

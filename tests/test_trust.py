@@ -13,8 +13,9 @@ import pytest
 
 from perfci.ab import paired_verdict
 from perfci.baseline import locked, make_baseline, merge_baseline
+from perfci.compare import Sample, compare_samples
 from perfci.errors import InfrastructureError
-from perfci.gate import environment_drift, judge_files
+from perfci.gate import BenchmarkOutcome, environment_drift, judge_files, run_verdict
 from perfci.record import ResultFile, load_results, parse_results, write_results
 from perfci.verdicts import Verdict
 from tests.test_cli import FAST, SUITE, perfci
@@ -214,6 +215,19 @@ def test_two_shards_merge_into_the_run_one_pass_gives(tmp_path):
     assert mixed.returncode == 2 and "NVIDIA_H200" in mixed.stderr and "refusing" in mixed.stderr
 
 
+@pytest.mark.parametrize("device_time", [True, False])
+def test_fail_on_noisy_fails_a_noisy_device_time_benchmark_only(device_time):
+    """``--fail-on-noisy`` turns a NOISY device-time verdict into exit 1 (one rule for `perfci run` on one GPU
+    and with --gpus); host-timed NOISY benchmarks are never gated; without the flag NOISY passes."""
+    few = Sample((1.0, 1.1, 0.9))  # too few samples to resolve anything: NOISY
+    steady = Sample(tuple(1.0 + 0.001 * (i % 7) for i in range(100)))
+    noisy = compare_samples("t::a", steady, few)
+    assert noisy.verdict is Verdict.NOISY and not noisy.failed
+    verdict = run_verdict([BenchmarkOutcome("t::a", 1.0, "graph" if device_time else "wall", device_time, noisy, ())])
+    assert verdict.exit_code_for(False) == 0
+    assert verdict.exit_code_for(True) == (1 if device_time else 0)
+
+
 def test_gpus_runs_a_pinned_worker_per_device_and_merges_them(tmp_path):
     root = _project(tmp_path)
     res = perfci("run", "--gpus", "0,1", "--no-compare", *FAST, cwd=root)
@@ -224,6 +238,8 @@ def test_gpus_runs_a_pinned_worker_per_device_and_merges_them(tmp_path):
     assert (root / "reports" / "latest" / "verdict.json").exists()
     bad = perfci("run", "--gpus", "0,0", cwd=root)
     assert bad.returncode == 2 and "distinct device indices" in bad.stderr
+    pairs = perfci("run", "--gpus", "0,1", "--max-pairs", "0", cwd=root)  # refused before any worker starts
+    assert pairs.returncode == 2 and "--max-pairs" in pairs.stderr and "shard" not in pairs.stdout
 
 
 def test_report_exits_like_compare_and_replaces_a_stale_summary(tmp_path):

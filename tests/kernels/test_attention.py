@@ -252,13 +252,17 @@ def test_gluon_default_config_short_causal(d, seq, causal, fp8, block_n):
 
 @pytest.mark.parametrize(("b", "h", "seq", "layout", "permuted"), [
     (2, 4, 1024, "bhld", True), (1, 1, 528, "blhd", True), (3, 1, 64, "blhd", True),
-    (2, 4, 1024, "blhd", False), (2, 4, 1000, "bhld", False)])
+    (2, 4, 1024, "blhd", False), (2, 4, 1000, "bhld", False), (2, 4, -1024, "bhld", False)])
 def test_fp8_permuted_k_only_where_heads_follow_one_another(b, h, seq, layout, permuted):
     """The fp8 Gluon kernel's permuted-K read views k as one (batch·heads·keys, dim) matrix: only a contiguous
     (B, H, L, D) k (or one head) with a key count that is a multiple of 16 allows it; the rest read k plainly."""
     if attention_ws.attn_fwd_ws is None:
         pytest.skip(f"no Gluon kernel with this Triton ({attention_ws.IMPORT_ERROR})")
-    k = torch.zeros(_shape(b, h, seq, 128, layout), dtype=torch.float8_e4m3fn)
+    if seq < 0:  # the first -seq keys of a longer k: heads no longer follow one another at len_k rows
+        k = torch.zeros(_shape(b, h, -2 * seq, 128, layout), dtype=torch.float8_e4m3fn)[:, :, :-seq]
+        seq = -seq
+    else:
+        k = torch.zeros(_shape(b, h, seq, 128, layout), dtype=torch.float8_e4m3fn)
     desc = attention_ws._permuted_k_descriptor(k, layout, check_dims(k, k, k, layout, HEAD_DIMS, dtypes=FP8_DTYPES),
                                                       128)
     assert (desc is not None) is permuted
@@ -327,6 +331,7 @@ def test_attention_gpu_each_forward(impl, b, hq, hk, lq, lk, d, causal, layout, 
     (128, (128, 2, 2, True, False)), (128, (128, 2, 2, False, True)), (64, (128, 2, 3, True, True)),
     (64, (128, 3, 3, False, False)), (64, (128, 3, 2, True, True)), (40, (128, 2, 3, False, False)),
     (16, (128, 3, 2, True, False)), (112, (64, 3, 2, True, True)), (128, (64, 3, 2, False, False)),
+    (128, (64, 3, 2, True, False)), (128, (64, 2, 2, False, False)), (128, (64, 2, 2, True, False)),
 ])
 @pytest.mark.parametrize("causal", [False, True])
 def test_gluon_forward_configs_gpu(d, config, causal, gen):
@@ -407,6 +412,8 @@ def test_fp8_gluon_permuted_k_matches_plain_read_gpu(causal, gen, monkeypatch):
     q, k, v = (_rand((2, 4, seq, 128), torch.float32, "cuda", gen) for seq in (700, 1040, 1040))
     (q8, sq), (k8, sk), (v8, sv) = (quantize_fp8(t) for t in (q, k, v))
     v8 = v8.transpose(2, 3).contiguous().transpose(2, 3)
+    dims = check_dims(q8, k8, v8, "bhld", HEAD_DIMS, dtypes=FP8_DTYPES)
+    assert attention_ws._permuted_k_descriptor(k8, "bhld", dims, 128) is not None  # the permuted read runs
     runs = []
     for permute in (True, False):
         monkeypatch.setattr(attention_ws, "PERMUTE_K", permute)

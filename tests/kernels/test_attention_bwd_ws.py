@@ -75,10 +75,13 @@ def test_eligibility_rules(dtype, d, scale, ok, monkeypatch):
     monkeypatch.setattr(attention_bwd_ws, "runnable_on", lambda device: True)
     monkeypatch.setattr(attention_bwd_ws, "tma_ok", lambda *ts: True)
     q = torch.empty(1, 2, 16, d, dtype=dtype)
-    assert attention_bwd_ws.eligible(q, q, q, q, q, q, d, scale) is ok
+    assert attention_bwd_ws.eligible(q, q, q, q, q, q, d, scale, causal=True, len_k=16) is ok
     if ok:
         strided = torch.empty(1, 2, 16, 2 * d, dtype=dtype)[..., ::2]
-        assert not attention_bwd_ws.eligible(q, q, q, q, strided, q, d, scale)
+        assert not attention_bwd_ws.eligible(q, q, q, q, strided, q, d, scale, causal=True, len_k=16)
+        # without the causal mask, keys past the last multiple of 128 would go unmasked
+        assert not attention_bwd_ws.eligible(q, q, q, q, q, q, d, scale, causal=False, len_k=16)
+        assert attention_bwd_ws.eligible(q, q, q, q, q, q, d, scale, causal=False, len_k=256)
 
 
 def test_not_runnable_here_without_sm90():
@@ -92,8 +95,17 @@ def test_not_runnable_here_without_sm90():
     (80, False, {(128, False)}, False), (64, False, set(), False)])
 def test_preferred_follows_the_table(d, causal, table, gluon, monkeypatch):
     monkeypatch.setattr(attention_bwd_ws, "PREFERRED", frozenset(table))
-    q = torch.empty(1, 1, 512, d, dtype=torch.bfloat16)
+    q = torch.empty(1, 1, 4096, d, dtype=torch.bfloat16)
     assert attention_bwd_ws.preferred(check_dims(q, q, q, "bhld", attention.HEAD_DIMS), causal) is gluon
+
+
+@pytest.mark.parametrize(("hq", "hk", "seq", "gluon"), [
+    (4, 4, 4096, True), (4, 4, 8192, True), (4, 4, 2048, False), (4, 1, 4096, False), (8, 2, 8192, False)])
+def test_preferred_only_where_measured(hq, hk, seq, gluon):
+    """The shipped table applies where the H100 measured it (no GQA, at least 4096 queries and keys)."""
+    q = torch.empty(1, hq, seq, 128, dtype=torch.bfloat16)
+    k = torch.empty(1, hk, seq, 128, dtype=torch.bfloat16)
+    assert attention_bwd_ws.preferred(check_dims(q, k, k, "bhld", attention.HEAD_DIMS), False) is gluon
 
 
 @pytest.mark.parametrize("bwd_impl", ["triton", "gluon-where-faster"])
@@ -114,7 +126,9 @@ def test_auto_falls_back_to_the_two_kernel_scheme(bwd_impl, device, gen, monkeyp
 def test_auto_with_configs_keeps_the_triton_scheme(device, gen, monkeypatch):
     """Explicit Triton configs (or use_tma) keep "auto" on the 2-kernel scheme even where Gluon is preferred."""
     monkeypatch.setattr(attention, "BWD_IMPL", "gluon-where-faster")
-    monkeypatch.setattr(attention_bwd_ws, "PREFERRED", frozenset({(64, False)}))
+    # Gluon preferred and able to run here (stand-ins): only the configs can keep "auto" off it
+    monkeypatch.setattr(attention_bwd_ws, "preferred", lambda dims, causal: True)
+    monkeypatch.setattr(attention_bwd_ws, "eligible", lambda *a, **k: True)
     monkeypatch.setattr(attention_bwd_ws, "backward", lambda *a, **k: pytest.fail("Gluon backward launched"))
     q, k, v, do, out, lse = _problem(1, 2, 2, 40, 40, 64, False, "bhld", torch.float16, device, gen)
     cfg = (32, 16, 4, 1) if device == "cpu" else (64, 64, 4, 3)
@@ -122,10 +136,28 @@ def test_auto_with_configs_keeps_the_triton_scheme(device, gen, monkeypatch):
     assert torch.isfinite(dq).all() and torch.isfinite(dk).all() and torch.isfinite(dv).all()
 
 
+def test_auto_keeps_the_deterministic_scheme_under_deterministic_algorithms(device, gen, monkeypatch):
+    """torch.use_deterministic_algorithms(True): "auto" keeps the 2-kernel scheme (the Gluon dq is not bitwise
+    deterministic) even where the Gluon backward is preferred and could run."""
+    monkeypatch.setattr(attention, "BWD_IMPL", "gluon-where-faster")
+    monkeypatch.setattr(attention_bwd_ws, "preferred", lambda dims, causal: True)
+    monkeypatch.setattr(attention_bwd_ws, "eligible", lambda *a, **k: True)
+    monkeypatch.setattr(attention_bwd_ws, "backward", lambda *a, **k: pytest.fail("Gluon backward launched"))
+    args = _problem(1, 2, 2, 40, 40, 64, True, "bhld", torch.float16, device, gen)
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        auto = _grads("auto", *args, True, "bhld")
+    finally:
+        torch.use_deterministic_algorithms(was)
+    for a, t in zip(auto, _grads("triton", *args, True, "bhld"), strict=True):
+        assert torch.equal(a, t)
+
+
 # --- GPU: gradients against the fp32 reference -----------------------------------------------------------------
 def _needs_gluon() -> None:
     q = torch.empty(1, 1, 64, 64, device="cuda", dtype=torch.bfloat16)
-    if not attention_bwd_ws.eligible(q, q, q, q, q, q, 64, 0.125):
+    if not attention_bwd_ws.eligible(q, q, q, q, q, q, 64, 0.125, causal=True, len_k=64):
         pytest.skip(f"the Gluon backward needs an sm_90 GPU ({attention_bwd_ws.status()})")
 
 
@@ -149,7 +181,17 @@ GPU_CASES = [
 @pytest.mark.gpu
 @pytest.mark.parametrize(("b", "hq", "hk", "lq", "lk", "d", "causal", "layout", "dtype"), GPU_CASES)
 def test_gluon_backward_gpu(b, hq, hk, lq, lk, d, causal, layout, dtype, gen):
+    """Without a causal mask a key length that is not a multiple of 128 is refused by impl="gluon" (its tail keys
+    go unmasked) and "auto" takes the 2-kernel scheme there."""
     _needs_gluon()
+    if not causal and lk % attention_bwd_ws.BLOCK_N:
+        q = torch.empty(_shape(b, hq, lq, d, layout), device="cuda", dtype=dtype)
+        k = torch.empty(_shape(b, hk, lk, d, layout), device="cuda", dtype=dtype)
+        lse = torch.zeros((b, hq, lq), device="cuda")
+        with pytest.raises(ValueError, match="multiple of 128"):
+            attention_backward(q, q, k, k, q, lse, False, None, layout, impl="gluon")
+        check_gluon(b, hq, hk, lq, lk, d, causal, layout, dtype, "cuda", gen, impl="auto")
+        return
     check_gluon(b, hq, hk, lq, lk, d, causal, layout, dtype, "cuda", gen)
 
 
@@ -159,7 +201,7 @@ def test_gluon_backward_gpu(b, hq, hk, lq, lk, d, causal, layout, dtype, gen):
 def test_gluon_backward_stages_gpu(stages, d, causal, gen):
     """Both ring depths that fit at head dim 64, through backward() directly."""
     _needs_gluon()
-    q, k, v, do, out, lse = _problem(1, 8, 2, 900, 1100, d, causal, "bhld", torch.bfloat16, "cuda", gen)
+    q, k, v, do, out, lse = _problem(1, 8, 2, 900, 1152, d, causal, "bhld", torch.bfloat16, "cuda", gen)
     dims = check_dims(q, k, v, "bhld", attention.HEAD_DIMS)
     grads = [_nan(t.shape, t.dtype, t.device) for t in (q, k, v)]
     assert attention_bwd_ws.backward(do, q, k, v, out, lse, *grads, dims, "bhld", causal, d ** -0.5, stages=stages)

@@ -70,6 +70,29 @@ def test_matmul_misaligned_b_pitch(how, flatten, device, gen):
                  config=(32, 32, 16, 2, 4, 1, 0, flatten))
 
 
+@pytest.mark.parametrize(("kw", "gluon"), [({"config": (32, 32, 16, 2, 4, 1, 0, False)}, False),
+                                           ({"persistent": False}, False), ({}, False), ({"gluon": True}, True)])
+def test_misaligned_b_takes_gluon_only_by_the_default_rule(kw, gluon, device, gen, monkeypatch):
+    """A misaligned B pitch with the default ws-repack: the Gluon GEMM runs where gluon_default says (not for a
+    product this small), or when asked (gluon=True), never when a Triton knob is given; the Gluon kernel is stood
+    in for here (it runs on sm_90 only) by a marker around the Triton result."""
+    import kernels._matmul_gluon as mg
+    import kernels.matmul as mm
+
+    calls = []
+
+    def stand_in(a, b, c, *args, **kwargs):
+        calls.append(tuple(b.shape))
+        return False  # "could not run": the Triton kernel then computes the product
+
+    monkeypatch.setattr(mg, "runnable", lambda *a: True)
+    monkeypatch.setattr(mg, "matmul_ws", stand_in)
+    monkeypatch.setattr(mm, "MISALIGNED_B", "ws-repack")
+    monkeypatch.setattr(mm, "_tma_ok", lambda *ts: True)  # the descriptor path, as on a GPU
+    check_matmul(70, 104, 40, torch.bfloat16, device, gen, **kw)
+    assert bool(calls) is gluon, calls
+
+
 def test_matmul_non_persistent_grid(device, gen):
     check_matmul(70, 90, 33, torch.float16, device, gen, persistent=False)
 
