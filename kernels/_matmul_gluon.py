@@ -6,6 +6,8 @@ bytes (B read through cp.async, no repack copy), and selectable for any eligible
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 import triton
 
@@ -28,7 +30,22 @@ WS_CONFIG: tuple = (128, 256, 64, 8, 3, 0)
 # consumer registers after setmaxnreg, launch-time maxnreg (12 warps share the 64K register file; the producer
 # warpgroup keeps (168 * 384 - 208 * 256) / 128 = 88 per thread)
 CONSUMER_REGS, MAXNREG = 208, 168
-_broken: list[str] = []
+# what a ws config may hold (built and GPU-tested combinations: kernels/NOTES.md, session 8)
+WS_BLOCK_M, WS_BLOCK_N, WS_BLOCK_K, WS_STAGES, WS_EPI = (128,), (128, 256), (64,), (3, 4), (0, 1)
+_broken: list[str] = []  # the default config's build error, once it failed to build here
+
+
+def check_ws_config(config: tuple) -> tuple:
+    """``config`` as (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, EPI), or ValueError naming what it may hold."""
+    allowed = (f"(BLOCK_M in {WS_BLOCK_M}, BLOCK_N in {WS_BLOCK_N}, BLOCK_K in {WS_BLOCK_K}, GROUP_M >= 1, "
+               f"STAGES in {WS_STAGES}, EPI in {WS_EPI})")
+    if not isinstance(config, tuple) or len(config) != 6 or not all(isinstance(v, int) for v in config):
+        raise ValueError(f"ws must be a tuple of 6 ints {allowed}, got {config!r}")
+    bm, bn, bk, group, stages, epi = config
+    if bm not in WS_BLOCK_M or bn not in WS_BLOCK_N or bk not in WS_BLOCK_K or group < 1 or stages not in WS_STAGES \
+            or epi not in WS_EPI:
+        raise ValueError(f"ws config {config} is not one the Gluon GEMM builds: {allowed}")
+    return config
 
 
 def runnable(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
@@ -53,7 +70,7 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
               b_tma: bool | None = None) -> bool:
     """``c = a @ b`` through the Gluon kernel; False (nothing written) when it cannot be built here.  ``b_tma``:
     B through TMA too (default: only when its row pitch is a multiple of 128 bytes)."""
-    bm, bn, bk, group, stages, epi = config or WS_CONFIG
+    bm, bn, bk, group, stages, epi = check_ws_config(config) if config is not None else WS_CONFIG
     m, k = a.shape
     n = b.shape[1]
     if b_tma is None:
@@ -71,7 +88,11 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
         if "CUDA error" in str(exc):
             raise
         lines = [line for line in str(exc).splitlines() if line.strip()]
-        _broken.append(f"{type(exc).__name__}: {lines[-1][:300] if lines else ''}")
+        error = f"{type(exc).__name__}: {lines[-1][:300] if lines else ''}"
+        if config is None:  # the default config: the Triton kernels take every GEMM from now on, said once
+            _broken.append(error)
+            warnings.warn(f"the warp-specialised Gluon GEMM does not build with Triton {triton.__version__} here "
+                          f"({error}); using the Triton kernels", RuntimeWarning, stacklevel=3)
         return False
     return True
 

@@ -308,6 +308,7 @@ def matmul(
             raise ValueError("splitk_tma needs row-major a, b, out with 16-byte aligned pitches")
         return matmul_splitk_tma(a, b, c, splitk_tma)
     if ws is not None:
+        _mg.check_ws_config(ws)
         if not (_mg.runnable(a, b, c) and _mg.matmul_ws(a, b, c, ws)):
             raise ValueError(f"the Gluon GEMM cannot run these tensors here ({_mg.status()})")
         return c

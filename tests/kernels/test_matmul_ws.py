@@ -39,6 +39,19 @@ def test_ws_config_rejected_where_it_cannot_run(device):
         matmul(a, b, ws=mg.WS_CONFIG)
 
 
+@pytest.mark.parametrize("cfg", [(64, 256, 64, 8, 3, 0), (128, 192, 64, 8, 3, 0), (128, 256, 32, 8, 3, 0),
+                                 (128, 256, 64, 0, 3, 0), (128, 256, 64, 8, 2, 0), (128, 256, 64, 8, 3, 2),
+                                 (128, 256, 64, 8, 3), [128, 256, 64, 8, 3, 0]])
+def test_ws_config_checked_before_anything_runs(cfg, device):
+    """A ws config outside what the kernel builds is a ValueError naming the allowed values, on any machine,
+    before a launch (a build failure of an explicit config would otherwise have nothing to say)."""
+    a = torch.randn(70, 40, dtype=torch.bfloat16, device=device)
+    b = torch.randn(40, 104, dtype=torch.bfloat16, device=device)
+    with pytest.raises(ValueError, match=r"ws .*BLOCK_M in \(128,\)"):
+        matmul(a, b, ws=cfg)
+    assert mg.check_ws_config(mg.WS_CONFIG) == mg.WS_CONFIG
+
+
 def test_runnable_needs_aligned_rows(device):
     a = torch.empty(64, 40, dtype=torch.bfloat16, device=device)
     b = torch.empty(40, 100, dtype=torch.bfloat16, device=device)  # N not a multiple of 8
