@@ -42,7 +42,6 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from triton.language.core import _aggregate as aggregate
 
 ROWS: gl.constexpr = gl.constexpr(64)  # query rows per step; also keys per consumer warpgroup
-LOG2E: gl.constexpr = gl.constexpr(1.4426950408889634)
 
 
 @builtin

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -174,6 +175,33 @@ def tma_aligned(*tensors: torch.Tensor) -> bool:
     base pointer and 16-byte multiples for all other strides."""
     return all(t.stride(-1) == 1 and t.data_ptr() % 16 == 0
                and all((s * t.element_size()) % 16 == 0 for s in t.stride()[:-1]) for t in tensors)
+
+
+def gluon_runnable(device: torch.device, kernel, broken: list[str], enabled: bool = True) -> bool:
+    """A Gluon kernel of ours can run on ``device``: switched on, imported with this Triton (``kernel`` not
+    None), not failed to build in this process (``broken`` empty), and an sm_90 GPU (not the interpreter)."""
+    return (enabled and kernel is not None and not broken and not interpreting() and device.type == "cuda"
+            and torch.cuda.get_device_capability(device) == (9, 0))
+
+
+def gluon_build_failed(exc: Exception, broken: list[str], what: str, fallback: str) -> None:
+    """A Gluon launch raised ``exc``: a CUDA error is re-raised (a launch failure); a compile or PTX error is kept
+    in ``broken`` (the kernel stays off in this process) and said once as a RuntimeWarning naming ``fallback``."""
+    if "CUDA error" in str(exc):
+        raise exc
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    broken.append(f"{type(exc).__name__}: {lines[-1][:300] if lines else ''}")
+    warnings.warn(f"the {what} does not build with Triton {triton.__version__} here ({broken[0]}); using "
+                  f"{fallback}", RuntimeWarning, stacklevel=4)
+
+
+def gluon_status(kernel, import_error: str | None, broken: list[str], enabled: bool, switch: str) -> str:
+    """One line for reports: whether a Gluon kernel is available and why not (``switch``: its on/off flag)."""
+    if kernel is None:
+        return f"unavailable ({import_error})"
+    if broken:
+        return f"disabled after a build failure ({broken[0]})"
+    return "enabled" if enabled else f"disabled ({switch} = False)"
 
 
 def set_triton_allocator() -> None:

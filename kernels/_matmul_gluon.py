@@ -6,12 +6,10 @@ bytes (B read through cp.async, no repack copy), and selectable for any eligible
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 import triton
 
-from kernels._checks import interpreting, sm_count
+from kernels._checks import gluon_build_failed, gluon_runnable, gluon_status, sm_count, tma_aligned
 
 try:  # Gluon ships with Triton >= 3.5; the kernel is written against the GPU machine's 3.6 API
     from triton.experimental.gluon import language as gl
@@ -51,15 +49,8 @@ def check_ws_config(config: tuple) -> tuple:
 def runnable(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
     """A, C row-major with 16-byte aligned pitches and bases; B row-major with 8-element aligned rows, base and
     N (its 16-byte cp.async copies); fp16/bf16 on an sm_90 GPU; the kernel importable and not broken."""
-    if matmul_ws_kernel is None or _broken or interpreting() or a.device.type != "cuda":
-        return False
-    if a.dtype not in (torch.float16, torch.bfloat16) or torch.cuda.get_device_capability(a.device) != (9, 0):
-        return False
-    es = a.element_size()
-    for t in (a, b, c):
-        if t.stride(1) != 1 or (t.stride(0) * es) % 16 or t.data_ptr() % 16:
-            return False
-    return b.shape[1] % 8 == 0
+    return (a.dtype in (torch.float16, torch.bfloat16) and gluon_runnable(a.device, matmul_ws_kernel, _broken)
+            and tma_aligned(a, b, c) and b.shape[1] % 8 == 0)
 
 
 def _layout(box: list[int], dtype: torch.dtype):
@@ -85,19 +76,13 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
                                BLOCK_N=bn, GROUP_M=group, STAGES=stages, B_TMA=bool(b_tma), EPI=epi,
                                CONSUMER_REGS=CONSUMER_REGS, num_warps=4, maxnreg=MAXNREG)
     except (triton.CompilationError, RuntimeError) as exc:  # compile or PTX errors: not a launch failure
-        if "CUDA error" in str(exc):
-            raise
-        lines = [line for line in str(exc).splitlines() if line.strip()]
-        error = f"{type(exc).__name__}: {lines[-1][:300] if lines else ''}"
         if config is None:  # the default config: the Triton kernels take every GEMM from now on, said once
-            _broken.append(error)
-            warnings.warn(f"the warp-specialised Gluon GEMM does not build with Triton {triton.__version__} here "
-                          f"({error}); using the Triton kernels", RuntimeWarning, stacklevel=3)
+            gluon_build_failed(exc, _broken, "warp-specialised Gluon GEMM", "the Triton kernels")
+        elif "CUDA error" in str(exc):
+            raise
         return False
     return True
 
 
 def status() -> str:
-    if matmul_ws_kernel is None:
-        return f"unavailable ({IMPORT_ERROR})"
-    return f"disabled after a build failure ({_broken[0]})" if _broken else "enabled"
+    return gluon_status(matmul_ws_kernel, IMPORT_ERROR, _broken, True, "")

@@ -19,7 +19,7 @@ import math
 import torch
 import triton
 
-from kernels import attention_bwd_fused, attention_ws
+from kernels import attention_bwd_fused, attention_bwd_ws, attention_ws
 from kernels._attn_bwd import _attn_bwd_dkdv, _attn_bwd_dq, _bwd_preprocess
 from kernels._attn_fwd import _attn_fwd
 from kernels._checks import (
@@ -269,7 +269,6 @@ def attention_backward(
     ValueError where it cannot run); "auto" is ``BWD_IMPL``.  ``configs`` and ``use_tma`` apply to the Triton
     schemes only ("auto" then keeps to them).
     """
-    from kernels import attention_bwd_ws  # (imported here: this function is the only user in this module)
 
     dims = check_attention(q, k, v, layout, HEAD_DIMS)
     if impl not in ("auto", "triton", "fused", "gluon"):

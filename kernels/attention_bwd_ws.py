@@ -18,17 +18,23 @@ and ``attention.BWD_IMPL`` routes "auto" here.
 
 from __future__ import annotations
 
-import functools
-import warnings
-
 import torch
 import triton
 
 from kernels._attn_bwd_fused import _bwd_pre_fused, _dq_post
-from kernels._checks import AttnDims, interpreting, layout_strides, padded_dim, tma_ok
+from kernels._checks import (
+    LOG2E,
+    AttnDims,
+    gluon_build_failed,
+    gluon_runnable,
+    gluon_status,
+    layout_strides,
+    padded_dim,
+    tma_ok,
+)
+from kernels.attention_ws import descriptor, smem_layout
 
 try:  # the kernel is written against Triton 3.6's Gluon Hopper API
-    from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from kernels._attn_bwd_ws import attn_bwd_ws
@@ -58,8 +64,7 @@ _broken: list[str] = []  # the build error, once the kernel failed to build here
 def runnable_on(device: torch.device) -> bool:
     """The kernel is enabled, imported with this Triton, has not failed to build, and ``device`` is an sm_90 GPU
     (not the interpreter)."""
-    return (ENABLED and attn_bwd_ws is not None and not _broken and not interpreting() and device.type == "cuda"
-            and torch.cuda.get_device_capability(device) == (9, 0))
+    return gluon_runnable(device, attn_bwd_ws, _broken, ENABLED)
 
 
 def eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor, dk: torch.Tensor,
@@ -91,20 +96,6 @@ def requirements() -> str:
             f"kernel: {status()}")
 
 
-@functools.cache
-def _smem_layout(box: tuple[int, ...], dtype: torch.dtype):
-    gl_type = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16, torch.float32: gl.float32}[dtype]
-    return gl.NVMMASharedLayout.get_default_for(list(box), gl_type)
-
-
-def _descriptor(t: torch.Tensor, layout: str, batch: int, heads: int, length: int, head_dim: int, rows: int):
-    """Rank-4 (batch, head, position, dim) descriptor over ``t`` in either layout, [1, 1, rows, head_dim] boxes."""
-    sb, sh, sl, _ = layout_strides(t, layout)
-    box = (1, 1, rows, head_dim)
-    return TensorDescriptor(t, [batch, heads, length, head_dim], [sb, sh, sl, 1], list(box),
-                            _smem_layout(box, t.dtype))
-
-
 def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
              lse: torch.Tensor, dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor, dims: AttnDims, layout: str,
              causal: bool, scale: float, *, stages: int | None = None, skip_dq: bool = False) -> bool:
@@ -120,27 +111,21 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
         HEAD_DIM=d, BLOCK_D=padded_dim(d), BLOCK_M=_PRE_BM)
     split = d == 128  # each consumer computes half of dQ's columns; at d64 one consumer per row block, in turn
     dq_box = (1, ROWS, d // 2 if split else d)
-    descs = (_descriptor(q, layout, b, hq, dims.len_q, d, ROWS), _descriptor(k, layout, b, hk, dims.len_k, d, BLOCK_N),
-             _descriptor(v, layout, b, hk, dims.len_k, d, BLOCK_N), _descriptor(do, layout, b, hq, dims.len_q, d, ROWS),
+    descs = (descriptor(q, layout, b, hq, dims.len_q, d, ROWS), descriptor(k, layout, b, hk, dims.len_k, d, BLOCK_N),
+             descriptor(v, layout, b, hk, dims.len_k, d, BLOCK_N), descriptor(do, layout, b, hq, dims.len_q, d, ROWS),
              TensorDescriptor(dq_acc, [b * hq, dims.len_q, d], [dims.len_q * d, d, 1], list(dq_box),
-                              _smem_layout(dq_box, torch.float32)))
+                              smem_layout(dq_box, torch.float32)))
     n_kb = triton.cdiv(dims.len_k, BLOCK_N)
     sdk, sdv = layout_strides(dk, layout), layout_strides(dv, layout)
     regs, maxnreg = REGISTERS
     try:
         attn_bwd_ws[(n_kb * b * hk,)](
             *descs, lse, delta, dk, dv, sdk[0], sdk[1], sdk[2], sdv[0], sdv[1], sdv[2], hq, hk, dims.group,
-            dims.len_q, dims.len_k, n_kb, scale * 1.4426950408889634, scale, HEAD_DIM=d,
+            dims.len_q, dims.len_k, n_kb, scale * LOG2E, scale, HEAD_DIM=d,
             STAGES=stages or CONFIGS[d], CAUSAL=bool(causal), DQ_SPLIT=split, DQ_SKIP=bool(skip_dq),
             CONSUMER_REGS=regs, num_warps=4, maxnreg=maxnreg)
     except (triton.CompilationError, RuntimeError) as exc:  # compile or PTX errors: not a launch failure
-        if "CUDA error" in str(exc):
-            raise
-        lines = [line for line in str(exc).splitlines() if line.strip()]
-        _broken.append(f"{type(exc).__name__}: {lines[-1][:300] if lines else ''}")
-        warnings.warn(f"the warp-specialised Gluon attention backward does not build with Triton "
-                      f"{triton.__version__} here ({_broken[0]}); using the Triton backward", RuntimeWarning,
-                      stacklevel=3)
+        gluon_build_failed(exc, _broken, "warp-specialised Gluon attention backward", "the Triton backward")
         return False
     _dq_post[(triton.cdiv(dims.len_q, _PRE_BM), b * hq)](
         dq_acc, dq, *layout_strides(dq, layout), hq, dims.len_q, scale, HEAD_DIM=d, BLOCK_D=padded_dim(d),
@@ -150,8 +135,4 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
 
 def status() -> str:
     """One line for reports: whether the Gluon backward is available and why not."""
-    if attn_bwd_ws is None:
-        return f"unavailable ({IMPORT_ERROR})"
-    if _broken:
-        return f"disabled after a build failure ({_broken[0]})"
-    return "enabled" if ENABLED else "disabled (attention_bwd_ws.ENABLED = False)"
+    return gluon_status(attn_bwd_ws, IMPORT_ERROR, _broken, ENABLED, "attention_bwd_ws.ENABLED")

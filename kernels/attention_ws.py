@@ -12,12 +12,21 @@ once (``RuntimeWarning``) and the Triton kernel is used from then on.
 from __future__ import annotations
 
 import functools
-import warnings
 
 import torch
 import triton
 
-from kernels._checks import AttnDims, dim_position_view, interpreting, layout_strides, padded_dim, sm_count, tma_ok
+from kernels._checks import (
+    AttnDims,
+    dim_position_view,
+    gluon_build_failed,
+    gluon_runnable,
+    gluon_status,
+    layout_strides,
+    padded_dim,
+    sm_count,
+    tma_ok,
+)
 
 try:  # Gluon ships with Triton >= 3.5; its Hopper API is what the kernel is written against (3.6)
     from triton.experimental.gluon import language as gl
@@ -77,8 +86,7 @@ PREFER_CAUSAL_SMALL_D_MIN_LEN = 2048  # measured at 512 (Triton faster) and 4096
 
 def _runnable_on(device: torch.device) -> bool:
     """The kernel is enabled, built with this Triton, and ``device`` is an sm_90 GPU (not the interpreter)."""
-    return (ENABLED and attn_fwd_ws is not None and not _broken and not interpreting() and device.type == "cuda"
-            and torch.cuda.get_device_capability(device) == (9, 0))
+    return gluon_runnable(device, attn_fwd_ws, _broken, ENABLED)
 
 
 def eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, head_dim: int) -> bool:
@@ -119,15 +127,15 @@ def preferred(dims: AttnDims, causal: bool) -> bool:
 
 
 @functools.cache
-def _smem_layout(box: tuple[int, ...], dtype: torch.dtype):
+def smem_layout(box: tuple[int, ...], dtype: torch.dtype):
     """The shared layout of a [1, 1, rows, cols] box for a 2-D ``box``, else of ``box`` itself."""
     gl_type = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16, torch.float32: gl.float32,
                torch.float8_e4m3fn: gl.float8e4nv}[dtype]
     return gl.NVMMASharedLayout.get_default_for([1, 1, *box] if len(box) == 2 else list(box), gl_type)
 
 
-def _descriptor(t: torch.Tensor, layout: str, batch: int, heads: int, length: int, head_dim: int, rows: int,
-                transposed: bool = False):
+def descriptor(t: torch.Tensor, layout: str, batch: int, heads: int, length: int, head_dim: int, rows: int,
+               transposed: bool = False):
     """Rank-4 (batch, head, position, dim) tensor descriptor over ``t`` (either layout, read in place) with
     [1, 1, rows, BLOCK_D] boxes: positions >= length and dims >= head_dim read as zero, stores clipped.
     ``transposed``: (batch, head, dim, position) with [1, 1, BLOCK_D, rows] boxes, for a position-contiguous
@@ -136,9 +144,9 @@ def _descriptor(t: torch.Tensor, layout: str, batch: int, heads: int, length: in
     sb, sh, sl, sd = layout_strides(t, layout)
     if transposed:
         return TensorDescriptor(t, [batch, heads, head_dim, length], [sb, sh, sd, 1], [1, 1, block_d, rows],
-                                _smem_layout((block_d, rows), t.dtype))
+                                smem_layout((block_d, rows), t.dtype))
     return TensorDescriptor(t, [batch, heads, length, head_dim], [sb, sh, sl, 1], [1, 1, rows, block_d],
-                            _smem_layout((rows, block_d), t.dtype))
+                            smem_layout((rows, block_d), t.dtype))
 
 
 def _permuted_k_descriptor(k: torch.Tensor, layout: str, dims: AttnDims, rows: int):
@@ -157,7 +165,7 @@ def _permuted_k_descriptor(k: torch.Tensor, layout: str, dims: AttnDims, rows: i
     block_d = padded_dim(dims.head_dim)
     box = (rows // 16, 2, 4, 2, block_d)
     return TensorDescriptor(k, [dims.batch * dims.heads_kv * dims.len_k // 16, 2, 4, 2, dims.head_dim],
-                            [16 * sl, 2 * sl, 4 * sl, sl, 1], list(box), _smem_layout(box, k.dtype))
+                            [16 * sl, 2 * sl, 4 * sl, sl, 1], list(box), smem_layout(box, k.dtype))
 
 
 def default_config(dims: AttnDims, causal: bool, fp8: bool) -> Config:
@@ -190,10 +198,10 @@ def forward(q, k, v, out, lse, dims: AttnDims, layout: str, causal: bool, qk_sca
     regs, maxnreg = REGISTERS[consumers]
     b, d = dims.batch, dims.head_dim
     k_desc = _permuted_k_descriptor(k, layout, dims, block_n) if fp8 and PERMUTE_K else None
-    descs = (_descriptor(q, layout, b, dims.heads_q, dims.len_q, d, ROWS),
-             k_desc or _descriptor(k, layout, b, dims.heads_kv, dims.len_k, d, block_n),
-             _descriptor(v, layout, b, dims.heads_kv, dims.len_k, d, block_n, transposed=fp8),
-             _descriptor(out, layout, b, dims.heads_q, dims.len_q, d, ROWS))
+    descs = (descriptor(q, layout, b, dims.heads_q, dims.len_q, d, ROWS),
+             k_desc or descriptor(k, layout, b, dims.heads_kv, dims.len_k, d, block_n),
+             descriptor(v, layout, b, dims.heads_kv, dims.len_k, d, block_n, transposed=fp8),
+             descriptor(out, layout, b, dims.heads_q, dims.len_q, d, ROWS))
     n_items = work_items(dims, causal, consumers)
     grid = (min(n_items, sm_count(q.device, 1)) if persistent else n_items,)
     try:
@@ -202,21 +210,11 @@ def forward(q, k, v, out, lse, dims: AttnDims, layout: str, causal: bool, qk_sca
                           CONSUMER_REGS=regs, V_T=fp8, PINGPONG=bool(pingpong), PERM_K=k_desc is not None,
                           num_warps=4, maxnreg=maxnreg)
     except (triton.CompilationError, RuntimeError) as exc:  # compile or PTX errors: not a launch failure
-        if "CUDA error" in str(exc):
-            raise
-        lines = [line for line in str(exc).splitlines() if line.strip()]
-        _broken.append(f"{type(exc).__name__}: {lines[-1][:300] if lines else ''}")
-        warnings.warn(f"the warp-specialised Gluon attention forward does not build with Triton "
-                      f"{triton.__version__} here ({_broken[0]}); using the Triton kernel", RuntimeWarning,
-                      stacklevel=3)
+        gluon_build_failed(exc, _broken, "warp-specialised Gluon attention forward", "the Triton kernel")
         return False
     return True
 
 
 def status() -> str:
     """One line for reports: whether the Gluon forward is available and why not."""
-    if attn_fwd_ws is None:
-        return f"unavailable ({IMPORT_ERROR})"
-    if _broken:
-        return f"disabled after a build failure ({_broken[0]})"
-    return "enabled" if ENABLED else "disabled (attention_ws.ENABLED = False)"
+    return gluon_status(attn_fwd_ws, IMPORT_ERROR, _broken, ENABLED, "attention_ws.ENABLED")

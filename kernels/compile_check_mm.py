@@ -8,25 +8,13 @@ and ptxas's spill line.  Triton is imported from ``TRITON_SITE`` (default /tmp/t
 """
 
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.environ.get("TRITON_SITE", "/tmp/t36/site311"))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.experimental.gluon import language as gl
-from triton.experimental.gluon._runtime import GluonASTSource
-
 from kernels._matmul_ws import matmul_ws_kernel
-
-TARGET = GPUTarget("cuda", 90, 128)
-
-
-def _desc(box: tuple[int, int]) -> str:
-    layout = gl.NVMMASharedLayout.get_default_for(list(box), gl.bfloat16)
-    return f"tensordesc<bf16[{box[0]}, {box[1]}],{layout!r}>"
+from kernels._offline_build import build, descriptor_type, main
 
 
 def check(bm: int = 128, bn: int = 256, bk: int = 64, stages: int = 3, epi: int = 0, b_tma: bool = False,
@@ -40,39 +28,17 @@ def check(bm: int = 128, bn: int = 256, bk: int = 64, stages: int = 3, epi: int 
         if name in const:
             sig[name] = "constexpr"
         elif name in descs:
-            sig[name] = _desc(descs[name])
+            sig[name] = descriptor_type("bf16", descs[name])
         else:
             sig[name] = {"B": "*bf16", "C": "*bf16"}.get(name, "i32")
     names = matmul_ws_kernel.arg_names
     attrs = {(names.index("B"),): [["tt.divisibility", 16]], (names.index("C"),): [["tt.divisibility", 16]]}
     tag = f"{bm}x{bn}x{bk} stages={stages} epi={epi} b_tma={b_tma} group={group} regs={regs}/{maxnreg}"
-    try:
-        kernel = triton.compile(GluonASTSource(fn=matmul_ws_kernel, signature=sig, constexprs=const, attrs=attrs),
-                                target=TARGET, options={"num_warps": 4, "num_stages": 1, "maxnreg": maxnreg})
-    except Exception as exc:  # report and go on with the next configuration
-        lines = [line for line in str(exc).splitlines() if line.strip()]
-        print(f"FAIL {tag}: {type(exc).__name__}: {' | '.join(lines[-6:]) if lines else ''}", flush=True)
-        return False
-    ptx = kernel.asm["ptx"]
-    path = f"/tmp/matmul_ws_{bm}_{bn}_{bk}_{stages}_{epi}_{int(b_tma)}.ptx"
-    with open(path, "w") as f:
-        f.write(ptx)
-    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/ptxas")
-    run = subprocess.run([ptxas, "-arch=sm_90a", "-v", path, "-o", os.devnull], capture_output=True, text=True)
-    spills = " ".join(line.strip() for line in run.stderr.splitlines() if "spill" in line or "rror" in line)
-    counts = {k: ptx.count(k) for k in ("wgmma.mma_async", "cp.async.cg", "cp.async.ca", "cp.async.mbarrier",
-                                        "cp.async.bulk.tensor", "fence.proxy.async", "setmaxnreg")}
-    print(f"OK {tag}: shared={kernel.metadata.shared} B, {counts} | {spills}", flush=True)
-    return True
-
-
-def main(argv: list[str]) -> int:
-    if triton.__version__ != "3.6.0":
-        print(f"warning: Triton {triton.__version__} imported, not the GPU machine's 3.6.0", file=sys.stderr)
-    # each argument is the developer's own "key=value, ..." text: evaluated as dict(...) keyword arguments
-    ok = [check(**eval(f"dict({spec})")) for spec in (argv or [""])]
-    return 0 if all(ok) else 1
+    return build(matmul_ws_kernel, sig, const, attrs, maxnreg=maxnreg, tag=tag,
+                 path=f"/tmp/matmul_ws_{bm}_{bn}_{bk}_{stages}_{epi}_{int(b_tma)}",
+                 counts=("wgmma.mma_async", "cp.async.cg", "cp.async.ca", "cp.async.mbarrier", "cp.async.bulk.tensor",
+                         "fence.proxy.async", "setmaxnreg"))
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(check, sys.argv[1:]))

@@ -15,30 +15,18 @@ Triton is imported from ``TRITON_SITE`` (default /tmp/t36/site311); no torch is 
 """
 
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.environ.get("TRITON_SITE", "/tmp/t36/site311"))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.experimental.gluon import language as gl
-from triton.experimental.gluon._runtime import GluonASTSource
-
 from kernels._attn_fwd_ws import attn_fwd_ws
-
-TARGET = GPUTarget("cuda", 90, 128)
-
-
-_GL_TYPES = {"bf16": gl.bfloat16, "fp16": gl.float16, "fp32": gl.float32, "fp8e4nv": gl.float8e4nv}
+from kernels._offline_build import build, descriptor_type, main
 
 
 def _descriptor_type(dtype: str, box: tuple[int, ...]) -> str:
     """A rank-4 [1, 1, rows, cols] descriptor for a 2-D box, else the box as given (the rank-5 PERM_K one)."""
-    full = [1, 1, *box] if len(box) == 2 else list(box)
-    layout = gl.NVMMASharedLayout.get_default_for(full, _GL_TYPES[dtype])
-    return f"tensordesc<{dtype}[{', '.join(map(str, full))}],{layout!r}>"
+    return descriptor_type(dtype, (1, 1, *box) if len(box) == 2 else box)
 
 
 def check(d: int = 128, bn: int = 128, stages: int = 2, nc: int = 2, causal: bool = False, regs: int = 240,
@@ -66,38 +54,9 @@ def check(d: int = 128, bn: int = 128, stages: int = 2, nc: int = 2, causal: boo
     attrs = {(attn_fwd_ws.arg_names.index("LSE"),): [["tt.divisibility", 16]]}
     tag = (f"d{d} bn{bn} stages{stages} consumers{nc} causal={causal} regs={regs}/{maxnreg} {dt}->{out or dt} "
            f"v_t={v_t} pp={pp} perm_k={perm_k} ones={ones}")
-    try:
-        kernel = triton.compile(GluonASTSource(fn=attn_fwd_ws, signature=sig, constexprs=const, attrs=attrs),
-                                target=TARGET, options={"num_warps": 4, "num_stages": 1, "maxnreg": maxnreg})
-    except Exception as exc:  # report the innermost cause and go on with the next configuration
-        while exc.__cause__ is not None or exc.__context__ is not None:
-            exc = exc.__cause__ or exc.__context__
-        lines = [line for line in str(exc).splitlines() if line.strip()]
-        print(f"FAIL {tag}: {type(exc).__name__}: {lines[-1] if lines else ''}", flush=True)
-        return False
-    ptx = kernel.asm["ptx"]
-    path = (f"/tmp/attn_fwd_ws_{d}_{bn}_{stages}_{nc}_{int(causal)}_{dt}_{int(v_t)}{'_pk' if perm_k else ''}")
-    with open(path + ".ptx", "w") as f:
-        f.write(ptx)
-    bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin")
-    run = subprocess.run([os.path.join(bin_dir, "ptxas"), "-arch=sm_90a", "-v", path + ".ptx", "-o",
-                          path + ".cubin"], capture_output=True, text=True)
-    spills = " ".join(line.strip() for line in run.stderr.splitlines() if "spill" in line or "rror" in line)
-    sass = subprocess.run([os.path.join(bin_dir, "cuobjdump"), "-sass", path + ".cubin"], capture_output=True,
-                          text=True).stdout
-    n_sass = sum(1 for line in sass.splitlines() if line.strip().startswith("/*") and "*/" in line.strip()[:12])
-    print(f"OK {tag}: shared={kernel.metadata.shared} B, wgmma={ptx.count('wgmma.mma_async')}, "
-          f"{n_sass} SASS instructions | {spills}", flush=True)
-    return True
-
-
-def main(argv: list[str]) -> int:
-    if triton.__version__ != "3.6.0":
-        print(f"warning: Triton {triton.__version__} imported, not the GPU machine's 3.6.0", file=sys.stderr)
-    # each argument is the developer's own "key=value, ..." text: evaluated as dict(...) keyword arguments
-    ok = [check(**eval(f"dict({spec})")) for spec in (argv or [""])]
-    return 0 if all(ok) else 1
+    path = f"/tmp/attn_fwd_ws_{d}_{bn}_{stages}_{nc}_{int(causal)}_{dt}_{int(v_t)}{'_pk' if perm_k else ''}"
+    return build(attn_fwd_ws, sig, const, attrs, maxnreg=maxnreg, tag=tag, path=path)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(check, sys.argv[1:]))

@@ -166,11 +166,12 @@ def _time_all(log, impls: dict, tag: str, flops: float, against: str) -> None:
 def _without(flag: str, fn):
     """``fn`` with the switch ``attention_ws.<flag>`` off (PERMUTE_K: the fp8 kernel reads K in key order)."""
     def run():
+        was = getattr(attention_ws, flag)
         setattr(attention_ws, flag, False)
         try:
             return fn()
         finally:
-            setattr(attention_ws, flag, True)
+            setattr(attention_ws, flag, was)
     return run
 
 
