@@ -21,9 +21,11 @@ Partitions:
   which runs while the consumer goes on; ``kernels/attention_bwd_ws.py`` zeroes the scratch before and scales
   and casts it after (dq is therefore not bitwise deterministic: the order of the adds varies).
 
-Rows beyond Lq and keys beyond Lk arrive as zeros from the copy engine and need no mask: such a query row has
-lse = +inf (so P = 0), such a key has a zero K and V row (its dQ term is zero; its dK / dV rows are not
-stored).  Only the causal diagonal is masked, in the row blocks that straddle it.  dK is scaled by sm_scale
+Rows beyond Lq and keys beyond Lk arrive as zeros from the copy engine.  A query row beyond Lq has lse = +inf
+(so P = 0).  A key beyond Lk is masked through the accumulators' start values (S^T from -inf, dP^T from 0):
+unmasked, its zero K row would give P = exp(-lse), which overflows fp16 for a row with lse below about -11;
+its dK / dV rows are not stored.  The causal diagonal is masked the same way, in the row blocks that straddle
+it.  The consumers load each row block's lse and delta one step ahead.  dK is scaled by sm_scale
 here, dQ in the post-pass.
 """
 # (no "from __future__ import annotations": the aggregates below need their field types at run time)
@@ -42,6 +44,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from triton.language.core import _aggregate as aggregate
 
 ROWS: gl.constexpr = gl.constexpr(64)  # query rows per step; also keys per consumer warpgroup
+VEC: gl.constexpr = gl.constexpr(gl.BlockedLayout([1], [32], [4], [0]))  # a row block's lse / delta, compact
 
 
 @builtin
@@ -123,10 +126,22 @@ def _loader(q_desc, k_desc, v_desc, do_desc, sm: Smem, pb: Problem, STAGES: gl.c
 
 
 @gluon.jit
-def _step(dk, dv, t, m0, bh, LSE, DELTA, dq_desc, sm: Smem, pb: Problem, which: gl.constexpr, qk_scale, inv_scale,
-          s_layout: gl.constexpr, a_layout: gl.constexpr, dq_layout: gl.constexpr, STAGES: gl.constexpr,
-          DQ_SPLIT: gl.constexpr, DQ_SKIP: gl.constexpr):
-    """One query row block (ring position t): dK/dV of this consumer's keys, and its share of dQ."""
+def _rows(LSE, DELTA, bh, m0, LQ, valid):
+    """lse and delta of query rows m0.. of (batch, head) bh, one per thread (rows beyond LQ, or not ``valid``:
+    +inf and 0)."""
+    r = m0 + gl.arange(0, ROWS, layout=VEC)
+    ok = (r < LQ) & valid
+    off = bh.to(gl.int64) * LQ + r
+    return gl.load(LSE + off, mask=ok, other=float("inf")), gl.load(DELTA + off, mask=ok, other=0.0)
+
+
+@gluon.jit
+def _step(dk, dv, lse_v, delta_v, t, m0, bh, LSE, DELTA, dq_desc, sm: Smem, pb: Problem, which: gl.constexpr,
+          qk_scale, inv_scale, s_layout: gl.constexpr, a_layout: gl.constexpr, dq_layout: gl.constexpr,
+          STAGES: gl.constexpr, DQ_SPLIT: gl.constexpr, DQ_SKIP: gl.constexpr):
+    """One query row block (ring position t): dK/dV of this consumer's keys, and its share of dQ.  lse_v /
+    delta_v are this block's lse and delta, loaded a step ahead; the next block's are loaded here and returned
+    (loaded where they are used, their latency stalled every step: session 9, call 1)."""
     NC: gl.constexpr = pb.NC
     DQ_W: gl.constexpr = sm.dq.shape[2]
     dtype: gl.constexpr = sm.q.dtype
@@ -135,24 +150,34 @@ def _step(dk, dv, t, m0, bh, LSE, DELTA, dq_desc, sm: Smem, pb: Problem, which: 
     buf = t % 2
     ph2 = (t // 2) & 1
     cols = m0 + gl.arange(0, ROWS, layout=gl.SliceLayout(0, s_layout))
-    row_ok = cols < pb.LQ
-    row0 = bh.to(gl.int64) * pb.LQ
     # the accumulators start at -lse / sm_scale and -delta: P^T = exp2(qk_scale * acc), dP^T - delta = acc, so
     # neither vector stays live in registers (rows beyond LQ: lse = +inf, P = 0)
     s_zero = gl.zeros([ROWS, ROWS], gl.float32, s_layout)
-    neg_lse = gl.load(LSE + row0 + cols, mask=row_ok, other=float("inf")) * -inv_scale
+    col_layout: gl.constexpr = gl.SliceLayout(0, s_layout)
+    neg_lse = gl.convert_layout(lse_v, col_layout) * -inv_scale
+    neg_delta = -gl.convert_layout(delta_v, col_layout)
+    # the next row block's (the next head of the group's after the last one), loaded while this one runs
+    nm0 = m0 + ROWS
+    nbh = bh
+    if nm0 >= pb.LQ:
+        nm0 = pb.lo
+        nbh = bh + 1
+    lse_v, delta_v = _rows(LSE, DELTA, nbh, nm0, pb.LQ, nbh < (pb.b * pb.HQ + (pb.hk + 1) * pb.GROUP))
     k_w = sm.k.slice(which * ROWS, ROWS, dim=0)
     v_w = sm.v.slice(which * ROWS, ROWS, dim=0)
-    neg_delta = -gl.load(DELTA + row0 + cols, mask=row_ok, other=0.0)
-    st_init = s_zero + gl.expand_dims(neg_lse, 0)
+    # keys beyond LK start at -inf (P^T = 0) and 0 (so dS^T = 0); the per-key select also gives each accumulator
+    # register its own value, so no copy of a shared value lands between wgmma's fence and the dP^T product,
+    # which made ptxas wait for the S^T product there (warning C7517)
+    keys = pb.n0 + which * ROWS + gl.arange(0, ROWS, layout=gl.SliceLayout(1, s_layout))
+    key_ok = gl.expand_dims(keys < pb.LK, 1)
+    st_init = gl.where(key_ok, s_zero + gl.expand_dims(neg_lse, 0), float("-inf"))
     # causal: row blocks before split straddle the diagonal (query row m sees key n if m + LK - LQ >= n), masked
     # through the accumulator's start (S^T + -inf gives P^T = 0)
     if pb.CAUSAL:  # noqa: SIM102 (a compile-time test, then a run-time one)
         if m0 < pb.split:
-            keys = pb.n0 + which * ROWS + gl.arange(0, ROWS, layout=gl.SliceLayout(1, s_layout))
             keep = gl.expand_dims(cols, 0) + (pb.LK - pb.LQ) >= gl.expand_dims(keys, 1)
             st_init = gl.where(keep, st_init, float("-inf"))
-    dpt_init = s_zero + gl.expand_dims(neg_delta, 0)
+    dpt_init = gl.where(key_ok, s_zero + gl.expand_dims(neg_delta, 0), 0.0)
     mbarrier.wait(sm.q_ready.index(s), ph)
     st_tok = warpgroup_mma(k_w, sm.q.index(s).permute((1, 0)), st_init, is_async=True)
     mbarrier.wait(sm.do_ready.index(s), ph)
@@ -203,7 +228,7 @@ def _step(dk, dv, t, m0, bh, LSE, DELTA, dq_desc, sm: Smem, pb: Problem, which: 
         dv, dk = warpgroup_mma_wait(0, deps=(dv_tok, dk_tok))
         mbarrier.arrive(sm.qd_empty.index(s), count=1)
         mbarrier.arrive(sm.ds_free.index(buf), count=1)
-    return dk, dv
+    return dk, dv, lse_v, delta_v
 
 
 @gluon.jit
@@ -224,12 +249,15 @@ def _consumer(which: gl.constexpr, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl
     dv = gl.zeros([ROWS, BLOCK_D], gl.float32, acc_layout)
     mbarrier.wait(sm.kv_ready.index(0), 0)
     inv_scale = 1.0 / sm_scale
+    bh0 = pb.b * pb.HQ + pb.hk * pb.GROUP
+    lse_v, delta_v = _rows(LSE, DELTA, bh0, pb.lo, pb.LQ, pb.lo < pb.LQ)
     t = 0
     for g in range(pb.GROUP):
-        bh = pb.b * pb.HQ + pb.hk * pb.GROUP + g
+        bh = bh0 + g
         for m0 in range(pb.lo, pb.LQ, ROWS):
-            dk, dv = _step(dk, dv, t, m0, bh, LSE, DELTA, dq_desc, sm, pb, which, qk_scale, inv_scale, s_layout,
-                           a_layout, dq_layout, STAGES, DQ_SPLIT, DQ_SKIP)
+            dk, dv, lse_v, delta_v = _step(dk, dv, lse_v, delta_v, t, m0, bh, LSE, DELTA, dq_desc, sm, pb, which,
+                                           qk_scale, inv_scale, s_layout, a_layout, dq_layout, STAGES, DQ_SPLIT,
+                                           DQ_SKIP)
             t += 1
     tma.store_wait(0)
     # dK (scaled), dV of this consumer's 64 keys, stored from registers (rows beyond LK left out)

@@ -290,8 +290,7 @@ def attention_backward(
         # (its dq is not bitwise deterministic: torch.use_deterministic_algorithms(True) keeps the 2-kernel scheme)
         chosen = "gluon" if (configs == (None, None) and use_tma is None and attention_bwd_ws.preferred(dims, causal)
                              and not torch.are_deterministic_algorithms_enabled()) else "triton"
-    if chosen == "gluon" and not attention_bwd_ws.eligible(q, k, v, do, dk, dv, dims.head_dim, scale, causal=causal,
-                                                           len_k=dims.len_k):
+    if chosen == "gluon" and not attention_bwd_ws.eligible(q, k, v, do, dk, dv, dims.head_dim, scale):
         if impl == "gluon":
             raise ValueError(f"impl='gluon': the Gluon backward cannot run these inputs (it needs "
                              f"{attention_bwd_ws.requirements()})")

@@ -49,7 +49,8 @@ def check(d: int = 128, stages: int = 2, causal: bool = False, dt: str = "bf16",
             sig[name] = "i32"
             if name.startswith("sd"):
                 attrs[(i,)] = [["tt.divisibility", 16]]
-    tag = f"d{d} stages{stages} causal={causal} {dt} split={split} skip_dq={skip_dq} regs={regs}/{maxnreg} ones={ones}"
+    tag = (f"d{d} stages{stages} causal={causal} {dt} split={split} skip_dq={skip_dq} "
+           f"regs={regs}/{maxnreg} ones={ones}")
     return build(attn_bwd_ws, sig, const, attrs, maxnreg=maxnreg, tag=tag,
                  path=f"/tmp/attn_bwd_ws_{d}_{stages}_{int(causal)}_{dt}_{int(split)}", keep_sass=keep,
                  counts=("wgmma.mma_async", "cp.reduce.async.bulk", "bar.sync", "bar.arrive"),

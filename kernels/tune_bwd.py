@@ -67,11 +67,10 @@ def _grads(impl: str, do, q, k, v, out, lse, causal, layout, config=None) -> tup
     return grads
 
 
-def _gluon_ok(q, k, v, do, causal: bool, layout: str = "bhld") -> bool:
+def _gluon_ok(q, k, v, do) -> bool:
     """The Gluon backward can run these inputs (default scale, fresh contiguous gradient buffers)."""
     d = q.shape[-1]
-    len_k = k.shape[2] if layout == "bhld" else k.shape[1]
-    return attention_bwd_ws.eligible(q, k, v, do, k, v, d, d ** -0.5, causal=causal, len_k=len_k)
+    return attention_bwd_ws.eligible(q, k, v, do, k, v, d, d ** -0.5)
 
 
 def check(only: tuple[str, ...] = ()) -> int:
@@ -93,7 +92,7 @@ def check(only: tuple[str, ...] = ()) -> int:
             runs = [(impl, cfg) for impl, cfg in (("triton", None), *runs) if impl in only and cfg is None]
             runs = list(dict.fromkeys(runs))
         for impl, cfg in runs:
-            if impl == "gluon" and not _gluon_ok(q, k, v, do, causal, layout):
+            if impl == "gluon" and not _gluon_ok(q, k, v, do):
                 log(f"n/a  {tag:52s} gluon ({attention_bwd_ws.status()}; head dims {attention_bwd_ws.HEAD_DIMS})")
                 continue
             try:
@@ -113,7 +112,7 @@ def check(only: tuple[str, ...] = ()) -> int:
             g2 = _grads("fused", do, q, k, v, out, lse, causal, layout)
             diff = [(x.float() - y.float()).abs().max().item() for x, y in zip(g1, g2, strict=True)]
             log(f"     fused run-to-run max |diff|: dq {diff[0]:.3e} dk {diff[1]:.3e} dv {diff[2]:.3e}")
-        if i == 0 and (not only or "gluon" in only) and _gluon_ok(q, k, v, do, causal, layout):
+        if i == 0 and (not only or "gluon" in only) and _gluon_ok(q, k, v, do):
             g1 = _grads("gluon", do, q, k, v, out, lse, causal, layout)
             g2 = _grads("gluon", do, q, k, v, out, lse, causal, layout)
             diff = [(x.float() - y.float()).abs().max().item() for x, y in zip(g1, g2, strict=True)]
@@ -187,7 +186,7 @@ def bench(sweep: bool, diag: bool = False, skip: tuple[str, ...] = ()) -> int:
             out, lse = attention.attention_forward(q, k, v, causal, impl="triton")
             impls = {"triton": partial(attention.attention_backward, do, q, k, v, out, lse, causal, impl="triton"),
                      "fused": partial(attention.attention_backward, do, q, k, v, out, lse, causal, impl="fused")}
-            if _gluon_ok(q, k, v, do, causal):
+            if _gluon_ok(q, k, v, do):
                 impls["gluon"] = partial(attention.attention_backward, do, q, k, v, out, lse, causal, impl="gluon")
                 if diag:
                     dims = check_attention(q, k, v, "bhld", attention.HEAD_DIMS)
