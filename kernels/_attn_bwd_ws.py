@@ -14,9 +14,10 @@ Partitions:
   ``dK_w += dS^T Q`` reading it from there (dV is issued once dS^T is formed: fewer registers live at once;
   the other consumer's products keep the tensor cores busy meanwhile).  lse and delta enter as the start
   values of the S^T and dP^T accumulators (-lse / sm_scale, -delta; the causal mask as -inf there), so
-  neither stays in registers.  Once every consumer's rows of dS^T are in (an mbarrier), dQ of the row block
-  is ``dS K``: at head dim 128 each consumer computes 64 of its columns over all the block's keys; at head dim
-  64 one consumer computes it, taking turns by row block.  The dQ part (fp32) is staged in shared memory and
+  neither stays in registers in the columns' layout (the next row block's, one value per thread, are
+  carried).  Once every consumer's rows of dS^T are in (an mbarrier), dQ of the row block is ``dS K``: at
+  head dim 128 each consumer computes 64 of its columns over all the block's keys; at head dim 64 one
+  consumer computes it, taking turns by row block.  The dQ part (fp32) is staged in shared memory and
   added into an fp32 scratch ``(B*Hq, Lq, D)`` by a TMA bulk reduce-add (``cp.reduce.async.bulk.tensor``),
   which runs while the consumer goes on; ``kernels/attention_bwd_ws.py`` zeroes the scratch before and scales
   and casts it after (dq is therefore not bitwise deterministic: the order of the adds varies).
@@ -136,12 +137,13 @@ def _rows(LSE, DELTA, bh, m0, LQ, valid):
 
 
 @gluon.jit
-def _step(dk, dv, lse_v, delta_v, t, m0, bh, LSE, DELTA, dq_desc, sm: Smem, pb: Problem, which: gl.constexpr,
+def _step(dk, dv, lse_v, delta_v, t, m0, bh, bh_end, LSE, DELTA, dq_desc, sm: Smem, pb: Problem, which: gl.constexpr,
           qk_scale, inv_scale, s_layout: gl.constexpr, a_layout: gl.constexpr, dq_layout: gl.constexpr,
           STAGES: gl.constexpr, DQ_SPLIT: gl.constexpr, DQ_SKIP: gl.constexpr):
     """One query row block (ring position t): dK/dV of this consumer's keys, and its share of dQ.  lse_v /
-    delta_v are this block's lse and delta, loaded a step ahead; the next block's are loaded here and returned
-    (loaded where they are used, their latency stalled every step: session 9, call 1)."""
+    delta_v are this block's lse and delta, loaded a step ahead; the next block's (the first of the next head,
+    up to ``bh_end``, after the last row block) are loaded here and returned (loaded where they are used, their
+    latency stalled every step: session 9, call 1)."""
     NC: gl.constexpr = pb.NC
     DQ_W: gl.constexpr = sm.dq.shape[2]
     dtype: gl.constexpr = sm.q.dtype
@@ -149,11 +151,11 @@ def _step(dk, dv, lse_v, delta_v, t, m0, bh, LSE, DELTA, dq_desc, sm: Smem, pb: 
     ph = (t // STAGES) & 1
     buf = t % 2
     ph2 = (t // 2) & 1
-    cols = m0 + gl.arange(0, ROWS, layout=gl.SliceLayout(0, s_layout))
-    # the accumulators start at -lse / sm_scale and -delta: P^T = exp2(qk_scale * acc), dP^T - delta = acc, so
-    # neither vector stays live in registers (rows beyond LQ: lse = +inf, P = 0)
-    s_zero = gl.zeros([ROWS, ROWS], gl.float32, s_layout)
     col_layout: gl.constexpr = gl.SliceLayout(0, s_layout)
+    cols = m0 + gl.arange(0, ROWS, layout=col_layout)
+    # the accumulators start at -lse / sm_scale and -delta: P^T = exp2(qk_scale * acc), dP^T - delta = acc, so
+    # neither vector stays live in the columns' layout (rows beyond LQ: lse = +inf, P = 0)
+    s_zero = gl.zeros([ROWS, ROWS], gl.float32, s_layout)
     neg_lse = gl.convert_layout(lse_v, col_layout) * -inv_scale
     neg_delta = -gl.convert_layout(delta_v, col_layout)
     # the next row block's (the next head of the group's after the last one), loaded while this one runs
@@ -162,12 +164,12 @@ def _step(dk, dv, lse_v, delta_v, t, m0, bh, LSE, DELTA, dq_desc, sm: Smem, pb: 
     if nm0 >= pb.LQ:
         nm0 = pb.lo
         nbh = bh + 1
-    lse_v, delta_v = _rows(LSE, DELTA, nbh, nm0, pb.LQ, nbh < (pb.b * pb.HQ + (pb.hk + 1) * pb.GROUP))
+    lse_v, delta_v = _rows(LSE, DELTA, nbh, nm0, pb.LQ, nbh < bh_end)
     k_w = sm.k.slice(which * ROWS, ROWS, dim=0)
     v_w = sm.v.slice(which * ROWS, ROWS, dim=0)
-    # keys beyond LK start at -inf (P^T = 0) and 0 (so dS^T = 0); the per-key select also gives each accumulator
-    # register its own value, so no copy of a shared value lands between wgmma's fence and the dP^T product,
-    # which made ptxas wait for the S^T product there (warning C7517)
+    # keys beyond LK: S^T starts at -inf there (P^T = 0, so dS^T = 0 too).  The per-key select (dP^T's too, not
+    # needed for the mask) gives each accumulator register its own value, so no copy of a shared value lands
+    # between wgmma's fence and the dP^T product, which made ptxas wait for the S^T product there (C7517)
     keys = pb.n0 + which * ROWS + gl.arange(0, ROWS, layout=gl.SliceLayout(1, s_layout))
     key_ok = gl.expand_dims(keys < pb.LK, 1)
     st_init = gl.where(key_ok, s_zero + gl.expand_dims(neg_lse, 0), float("-inf"))
@@ -250,14 +252,15 @@ def _consumer(which: gl.constexpr, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl
     mbarrier.wait(sm.kv_ready.index(0), 0)
     inv_scale = 1.0 / sm_scale
     bh0 = pb.b * pb.HQ + pb.hk * pb.GROUP
-    lse_v, delta_v = _rows(LSE, DELTA, bh0, pb.lo, pb.LQ, pb.lo < pb.LQ)
+    bh_end = bh0 + pb.GROUP  # this program's query heads: bh0 .. bh_end - 1
+    lse_v, delta_v = _rows(LSE, DELTA, bh0, pb.lo, pb.LQ, bh0 < bh_end)
     t = 0
     for g in range(pb.GROUP):
         bh = bh0 + g
         for m0 in range(pb.lo, pb.LQ, ROWS):
-            dk, dv, lse_v, delta_v = _step(dk, dv, lse_v, delta_v, t, m0, bh, LSE, DELTA, dq_desc, sm, pb, which,
-                                           qk_scale, inv_scale, s_layout, a_layout, dq_layout, STAGES, DQ_SPLIT,
-                                           DQ_SKIP)
+            dk, dv, lse_v, delta_v = _step(dk, dv, lse_v, delta_v, t, m0, bh, bh_end, LSE, DELTA, dq_desc, sm, pb,
+                                           which, qk_scale, inv_scale, s_layout, a_layout, dq_layout, STAGES,
+                                           DQ_SPLIT, DQ_SKIP)
             t += 1
     tma.store_wait(0)
     # dK (scaled), dV of this consumer's 64 keys, stored from registers (rows beyond LK left out)

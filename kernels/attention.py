@@ -98,6 +98,16 @@ def attention_path(*tensors: torch.Tensor) -> str:
     return "hopper" if tma_ok(*tensors) else "pointer"
 
 
+def _check_impl(impl: str, impls: tuple[str, ...], triton_options: bool) -> None:
+    """``impl`` is one of ``impls``, and "gluon" comes without the options that pick a Triton configuration (they
+    used to be dropped in silence, or to run the Triton kernel instead)."""
+    if impl not in impls:
+        raise ValueError(f"impl must be one of {', '.join(map(repr, impls))}, got {impl!r}")
+    if impl == "gluon" and triton_options:
+        raise ValueError("impl='gluon' takes no config/configs or use_tma: they pick a Triton kernel's configuration "
+                         "(leave them out, or use impl='triton')")
+
+
 def _prepare_out(dims: AttnDims, q: torch.Tensor, out_dtype: torch.dtype, out, lse):
     lse_shape = (dims.batch, dims.heads_q, dims.len_q)
     if out is None:
@@ -142,12 +152,11 @@ def attention_forward(
     (Hopper, fp16/bf16, head dim <= 128, TMA-compatible strides) and measured faster, the Triton kernel elsewhere;
     "triton" / "gluon" force one (ValueError when "gluon" cannot run these inputs).
     ``config`` = (BLOCK_M, BLOCK_N, num_warps, num_stages) picks a Triton config and bypasses the autotuner
-    (implies "triton"); ``use_tma`` forces its load path (with ``config``) or restricts the autotuner to
-    pointer loads (False).
+    ("auto" then runs the Triton kernel; with "gluon" it is a ValueError); ``use_tma`` forces its load path (with
+    ``config``) or restricts the autotuner to pointer loads (False), likewise.
     """
     dims = check_attention(q, k, v, layout, HEAD_DIMS)
-    if impl not in ("auto", "triton", "gluon"):
-        raise ValueError(f"impl must be 'auto', 'triton' or 'gluon', got {impl!r}")
+    _check_impl(impl, ("auto", "triton", "gluon"), config is not None or use_tma is not None)
     scale = 1.0 / math.sqrt(dims.head_dim) if sm_scale is None else float(sm_scale)
     out, lse = _prepare_out(dims, q, q.dtype, out, lse)
     # the eligibility checks (strides, device) only where the Gluon kernel is wanted: not on the Triton path
@@ -163,7 +172,7 @@ def attention_forward(
         out.zero_()
         lse.fill_(float("inf"))
         return out, lse
-    if gluon_ok and config is None and use_tma is None:
+    if gluon_ok:
         if attention_ws.forward(q, k, v, out, lse, dims, layout, causal, scale * LOG2E):
             return out, lse
         if impl == "gluon":
@@ -206,13 +215,13 @@ def attention_forward_fp8(
     K-major straight from memory, which is the fast layout on Hopper.
     ``impl``: "auto" runs the warp-specialised Gluon kernel where it can run (Hopper, v position-contiguous,
     head dim 64..128, TMA-compatible strides) and measured faster (``attention_ws.preferred_fp8``), the Triton
-    kernel elsewhere; "triton" / "gluon" force one.
+    kernel elsewhere; "triton" / "gluon" force one.  ``config`` / ``use_tma`` pick the Triton kernel's
+    configuration, as in :func:`attention_forward` (a ValueError with "gluon").
     """
     dims = check_attention(q, k, v, layout, HEAD_DIMS, dtypes=FP8_DTYPES)
     if out_dtype not in (torch.bfloat16, torch.float16, torch.float32):
         raise ValueError(f"out_dtype must be bfloat16, float16 or float32, got {out_dtype}")
-    if impl not in ("auto", "triton", "gluon"):
-        raise ValueError(f"impl must be 'auto', 'triton' or 'gluon', got {impl!r}")
+    _check_impl(impl, ("auto", "triton", "gluon"), config is not None or use_tma is not None)
     scale = 1.0 / math.sqrt(dims.head_dim) if sm_scale is None else float(sm_scale)
     out, lse = _prepare_out(dims, q, out_dtype, out, lse)
     qk_scale = scale * LOG2E * float(q_scale) * float(k_scale)
@@ -267,12 +276,11 @@ def attention_backward(
     dq is **not bitwise deterministic**; ``configs[0]`` is its config); "gluon" is the warp-specialised Gluon
     backward (``kernels/attention_bwd_ws.py``: Hopper, fp16/bf16, head dim 64 or 128; dq not bitwise deterministic;
     ValueError where it cannot run); "auto" is ``BWD_IMPL``.  ``configs`` and ``use_tma`` apply to the Triton
-    schemes only ("auto" then keeps to them).
+    schemes only ("auto" then keeps to them; with "gluon" they are a ValueError).
     """
 
     dims = check_attention(q, k, v, layout, HEAD_DIMS)
-    if impl not in ("auto", "triton", "fused", "gluon"):
-        raise ValueError(f"impl must be 'auto', 'triton', 'fused' or 'gluon', got {impl!r}")
+    _check_impl(impl, ("auto", "triton", "fused", "gluon"), configs != (None, None) or use_tma is not None)
     for name, t in (("grad_out", do), ("out", out)):
         if tuple(t.shape) != tuple(q.shape) or t.device != q.device:
             raise ValueError(f"{name} must have q's shape {tuple(q.shape)} and device, got {tuple(t.shape)}")

@@ -55,6 +55,7 @@ REGISTERS = (240, 168)
 # Where "auto" takes this kernel (given eligible()): (head dim, causal) pairs measured faster than the 2-kernel
 # Triton scheme on the H100 (kernels/NOTES.md, session 8), at the shapes measured: no GQA, L >= PREFERRED_MIN_LEN
 # (4096 and 8192 were timed; shorter or grouped problems, with fewer programs per SM, keep the 2-kernel scheme).
+# Only multiples of 128 were timed; a ragged length differs by one partly masked key block per head, assumed alike.
 PREFERRED: frozenset[tuple[int, bool]] = frozenset({(64, False), (64, True), (128, False), (128, True)})
 PREFERRED_MIN_LEN = 4096
 _PRE_BM = 64
@@ -87,8 +88,7 @@ def preferred(dims: AttnDims, causal: bool) -> bool:
 def requirements() -> str:
     """What :func:`eligible` asks for, for error messages."""
     return (f"an sm_90 GPU, fp16/bf16, head dim in {HEAD_DIMS}, a positive sm_scale, 16-byte aligned strides, "
-            f"dk/dv with a unit last stride; "
-            f"kernel: {status()}")
+            f"dk/dv with a unit last stride; kernel: {status()}")
 
 
 def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,

@@ -15,6 +15,7 @@
 #        backward entries re-made.
 # call5 (nvidia-h200): the H200 baseline re-made whole, five fresh-process runs of the suite (one finished in time).
 # call6 (the same H200): two more runs; the baseline written from the three runs' files here (--from).
+# call7 (H100): after the review's mends, every kernels GPU test.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -155,6 +156,11 @@ profile() {  # name, kernel regex, ab_bwd.py one arguments...
 }
 
 case "$CALL" in
+  call7)  # after the review's mends (the kernel's next-block bound computed once; tests): every kernels GPU test
+    timeout 280 python3 -m pytest tests/kernels -m gpu -q -p no:cacheprovider -n 8 2>&1 \
+      | tail -8 | tee "${LOG}_gpu_tests.log"
+    echo "gpu tests rc=$?"
+    ;;
   call6)  # the same H200, warm (call 5 finished one run in its 540 s, 328 s of it with the builds): two more runs;
           # the baseline is then written here from the three runs' files (perfci baseline update --from)
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1 \

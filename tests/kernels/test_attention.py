@@ -206,6 +206,26 @@ def test_custom_scale(device, gen):
     assert (lse.double() - ref_lse).abs().max().item() < 1e-2
 
 
+@pytest.mark.parametrize("entry", ["forward", "fp8", "backward"])
+@pytest.mark.parametrize("option", ["config", "use_tma"])
+def test_gluon_refuses_triton_options(entry, option, device, gen):
+    """impl="gluon" with a Triton config or use_tma is an error, on any device (the forward used to run the Triton
+    kernel instead, the backward to drop them)."""
+    q = _rand((1, 2, 16, 64), torch.float16, device, gen)
+    q8 = q.to(torch.float8_e4m3fn)
+    lse = torch.zeros((1, 2, 16), dtype=torch.float32, device=device)
+    cfg = (64, 64, 4, 2)
+    if option == "use_tma":
+        kw = {"use_tma": False}
+    else:
+        kw = {"configs": (cfg, None)} if entry == "backward" else {"config": cfg}
+    run = {"forward": lambda: attention_forward(q, q, q, impl="gluon", **kw),
+           "fp8": lambda: attention_forward_fp8(q8, q8, q8, impl="gluon", **kw),
+           "backward": lambda: attention_backward(q, q, q, q, q, lse, impl="gluon", **kw)}[entry]
+    with pytest.raises(ValueError, match="impl='gluon' takes no config/configs or use_tma"):
+        run()
+
+
 def test_impl_choice_is_checked(device, gen):
     q = _rand((1, 2, 16, 64), torch.float16, device, gen)
     with pytest.raises(ValueError, match="impl must be"):

@@ -49,13 +49,6 @@ def check_gluon(b, hq, hk, lq, lk, d, causal, layout, dtype, device, gen, *, imp
 
 
 # --- CPU: host side -----------------------------------------------------------------------------------------
-def test_impl_is_checked(device, gen):
-    q = _rand((1, 1, 8, 64), torch.float16, device, gen)
-    lse = torch.zeros((1, 1, 8), dtype=torch.float32, device=device)
-    with pytest.raises(ValueError, match="impl must be 'auto', 'triton', 'fused' or 'gluon'"):
-        attention_backward(q, q, q, q, q, lse, impl="cudnn")
-
-
 def test_gluon_refuses_what_it_cannot_run(device, gen):
     """impl="gluon" names what it needs where it cannot run (here: the interpreter / a CPU, or a head dim it lacks)."""
     q = _rand((1, 2, 16, 80), torch.float16, device, gen)
@@ -172,8 +165,8 @@ GPU_CASES = [
     (1, 4, 1, 300, 77, 64, False, "bhld", torch.float16),  # one key block, GQA 4
     (3, 4, 4, 1, 513, 128, True, "bhld", torch.bfloat16),  # a single query row
     (1, 2, 2, 64, 64, 128, True, "blhd", torch.float16),  # one row block, one key block
-    (2, 16, 16, 1100, 1100, 128, True, "bhld", torch.bfloat16),  # 288 items: more than one per program
-    (3, 16, 8, 1024, 1500, 64, False, "blhd", torch.float16),  # 288 items, GQA 2, ragged keys
+    (2, 16, 16, 1100, 1100, 128, True, "bhld", torch.bfloat16),  # 288 programs: more than one wave on 132 SMs
+    (3, 16, 8, 1024, 1500, 64, False, "blhd", torch.float16),  # 288 programs, GQA 2, ragged keys
 ]
 
 
@@ -185,29 +178,33 @@ def test_gluon_backward_gpu(b, hq, hk, lq, lk, d, causal, layout, dtype, gen):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(("lk", "d", "causal"), [(77, 64, False), (1000, 128, False), (200, 128, True)])
-def test_gluon_backward_masks_keys_past_the_end_gpu(lk, d, causal, gen):
-    """Keys past the end of a key block must not count: their K rows are zero-filled, so unmasked their scores
+@pytest.mark.parametrize(("lk", "d"), [(77, 64), (1000, 128), (1030, 128)])
+def test_gluon_backward_masks_keys_past_the_end_gpu(lk, d, gen):
+    """Keys past Lk in the last key block must not count: their K rows are zero-filled, so unmasked their scores
     would be 0 and P = exp(-lse), which overflows fp16 where lse is below about -11 (every key far from the
-    query, as here) and turns dq into NaN (session 8's kernel did: kernels/NOTES.md, session 9).  dq is compared
-    with the 2-kernel scheme: against the fp32 reference both lose about 1 % here, where K's common offset of 3
-    cancels in dQ = dS K."""
+    query, as here) and turns dq into NaN (session 8's kernel did: kernels/NOTES.md, session 9).  No causal mask
+    (the diagonal would exclude those keys anyway); at Lk 1030 the second consumer's 64 keys are all past the end.
+    dq is compared with the 2-kernel scheme (within 3.1e-3 of it on the H100): against the fp32 reference both
+    lose about 1 % here, where K's common offset of 3 cancels in dQ = dS K."""
     _needs_gluon()
-    q, k, v, do, _, _ = _problem(1, 4, 4, 256, lk, d, causal, "bhld", torch.float16, "cuda", gen)
-    q = (q * 0.1 - 3.0).contiguous()  # every score about -3 * 3 * d * d**-0.5: lse far below -11
-    k = (k * 0.1 + 3.0).contiguous()
-    out, lse = attention_forward(q, k, v, causal, None, "bhld", impl="triton")
-    assert lse[torch.isfinite(lse)].max() < -20
+    q = (_rand((1, 4, 256, d), torch.float16, "cuda", gen) * 0.1 - 3.0).contiguous()  # scores about -9 d**0.5:
+    k = (_rand((1, 4, lk, d), torch.float16, "cuda", gen) * 0.1 + 3.0).contiguous()  # lse far below -11
+    v = _rand(k.shape, torch.float16, "cuda", gen)
+    do = _rand(q.shape, torch.float16, "cuda", gen)
+    out, lse = attention_forward(q, k, v, False, None, "bhld", impl="triton")
+    assert lse.max() < -20
     qr, kr, vr = (t.detach().float().requires_grad_() for t in (q, k, v))
-    ref, _ = attention_fp32(qr, kr, vr, causal, None, "bhld")
+    ref, _ = attention_fp32(qr, kr, vr, False, None, "bhld")
     ref.backward(do.float())
-    grads = _grads("gluon", q, k, v, do, out, lse, causal, "bhld")
+    grads = _grads("gluon", q, k, v, do, out, lse, False, "bhld")
     for name, g in zip(("dq", "dk", "dv"), grads, strict=True):
         assert torch.isfinite(g).all(), f"{name} non-finite at lk={lk}"
-    triton_dq = _grads("triton", q, k, v, do, out, lse, causal, "bhld")[0]
-    checks = (("dq vs the 2-kernel scheme", grads[0], triton_dq), ("dk", grads[1], kr.grad), ("dv", grads[2], vr.grad))
-    for name, g, r in checks:
-        assert rel_err(g, r) < BWD_TOL[torch.float16], f"{name} rel err {rel_err(g, r):.2e} at lk={lk}"
+    triton_dq = _grads("triton", q, k, v, do, out, lse, False, "bhld")[0]
+    tol = BWD_TOL[torch.float16]
+    checks = (("dq vs the 2-kernel scheme", grads[0], triton_dq, 5e-3), ("dk", grads[1], kr.grad, tol),
+              ("dv", grads[2], vr.grad, tol))
+    for name, g, r, bound in checks:
+        assert rel_err(g, r) < bound, f"{name} rel err {rel_err(g, r):.2e} at lk={lk}"
 
 
 @pytest.mark.gpu
