@@ -12,8 +12,9 @@ Status (session 9): built offline for sm_90 against Triton 3.6.0 (``kernels/comp
 at d64; at d128 16 B (full) / 48 B (causal) of spill stores, all outside the loops, per the SASS; no ptxas-injected
 wgmma wait); on H100s (``kernels/device_s9.sh`` calls 1-4) every kernels GPU test passed (281) and, graph-timed
 against SDPA cuDNN in one call (call 4), d128 L4096 ran 0.96 / 0.99x cuDNN full / causal, d64 0.98 / 1.00x, d128
-L8192 0.96 / 0.97x (the 2-kernel scheme: 0.75-0.91x), so ``PREFERRED`` lists head dims 64 and 128, both masks,
-and ``attention.BWD_IMPL`` routes "auto" here.
+L8192 0.96 / 0.97x (the 2-kernel scheme: 0.75-0.91x); calls 8-9 timed shorter and ragged lengths, so ``PREFERRED``
+lists head dims 64 and 128, both masks, each from the length where it measured faster, and ``attention.BWD_IMPL``
+routes "auto" here.
 """
 
 from __future__ import annotations
@@ -52,12 +53,12 @@ HEAD_DIMS = (64, 128)
 CONFIGS: dict[int, int] = {128: 2, 64: 2}
 # registers per consumer thread after setmaxnreg, launch-time maxnreg (the loader warpgroup keeps 24)
 REGISTERS = (240, 168)
-# Where "auto" takes this kernel (given eligible()): (head dim, causal) pairs measured faster than the 2-kernel
-# Triton scheme on the H100 (kernels/NOTES.md, session 8), at the shapes measured: no GQA, L >= PREFERRED_MIN_LEN
-# (4096 and 8192 were timed; shorter or grouped problems, with fewer programs per SM, keep the 2-kernel scheme).
-# Only multiples of 128 were timed; a ragged length differs by one partly masked key block per head, assumed alike.
-PREFERRED: frozenset[tuple[int, bool]] = frozenset({(64, False), (64, True), (128, False), (128, True)})
-PREFERRED_MIN_LEN = 4096
+# Where "auto" takes this kernel (given eligible()): (head dim, causal) -> the shortest query and key length at which
+# it measured faster than the 2-kernel Triton scheme on H100s (kernels/NOTES.md, session 9, calls 4, 8 and 9;
+# B*L = 16k tokens, H=16): d128 from 512 keys without a mask (0.609 against 0.687 ms), from 1024 with one (L512
+# even: 0.505 / 0.502); d64 from 2048 (L1024 lost: 0.555 / 0.391 against 0.547 / 0.373).  No GQA was timed
+# (grouped problems keep the 2-kernel scheme).  Ragged lengths (4000, 4100) measured like the multiples of 128.
+PREFERRED: dict[tuple[int, bool], int] = {(128, False): 512, (128, True): 1024, (64, False): 2048, (64, True): 2048}
 _PRE_BM = 64
 _broken: list[str] = []  # the build error, once the kernel failed to build here
 
@@ -81,8 +82,8 @@ def eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor
 
 def preferred(dims: AttnDims, causal: bool) -> bool:
     """True where "auto" should take the Gluon backward (given :func:`eligible`): where it measured faster."""
-    return ((dims.head_dim, bool(causal)) in PREFERRED and dims.group == 1
-            and min(dims.len_q, dims.len_k) >= PREFERRED_MIN_LEN)
+    min_len = PREFERRED.get((dims.head_dim, bool(causal)))
+    return min_len is not None and dims.group == 1 and min(dims.len_q, dims.len_k) >= min_len
 
 
 def requirements() -> str:

@@ -16,6 +16,8 @@
 # call5 (nvidia-h200): the H200 baseline re-made whole, five fresh-process runs of the suite (one finished in time).
 # call6 (the same H200): two more runs; the baseline written from the three runs' files here (--from).
 # call7 (H100): after the review's mends, every kernels GPU test.
+# call8 (H100): ragged lengths (4100, 4000): Gluon, the 2-kernel scheme, "auto" and cuDNN.
+# call9 (H100): shorter lengths (512, 1024, 2048; 16k tokens): Gluon, the 2-kernel scheme and cuDNN.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -67,6 +69,8 @@ def variant(name):
 
 
 def run(name, *args):
+    if name in ("triton", "auto"):  # the 2-kernel scheme, or what "auto" routes to
+        return attention.attention_backward(*args, impl=name)
     attention_bwd_ws.attn_bwd_ws = variant(name)
     try:
         return attention.attention_backward(*args, impl="gluon")
@@ -156,6 +160,17 @@ profile() {  # name, kernel regex, ab_bwd.py one arguments...
 }
 
 case "$CALL" in
+  call9)  # call 8 found Gluon 1.27x the 2-kernel scheme at L4000, below PREFERRED_MIN_LEN (4096): shorter lengths
+    timeout 200 python3 /tmp/ab_bwd.py bench 16x16x1024x128,16x16x1024x64,8x16x2048x128,8x16x2048x64,32x16x512x128 \
+      new,triton 2>&1 | tee "${LOG}_ab_bench_short.log"
+    echo "bench rc=$?"
+    ;;
+  call8)  # the review's open point: "auto" now takes the Gluon backward at ragged non-causal lengths >= 4096;
+          # time it there against the 2-kernel scheme and cuDNN (L 4100 and 4000, both masks)
+    timeout 200 python3 /tmp/ab_bwd.py bench 4x16x4100x128,4x16x4100x64,4x16x4000x128 new,triton,auto 2>&1 \
+      | tee "${LOG}_ab_bench_ragged.log"
+    echo "bench rc=$?"
+    ;;
   call7)  # after the review's mends (the kernel's next-block bound computed once; tests): every kernels GPU test
     timeout 280 python3 -m pytest tests/kernels -m gpu -q -p no:cacheprovider -n 8 2>&1 \
       | tail -8 | tee "${LOG}_gpu_tests.log"

@@ -81,21 +81,26 @@ def test_not_runnable_here_without_sm90():
 
 
 @pytest.mark.parametrize(("d", "causal", "table", "gluon"), [
-    (128, False, {(128, False)}, True), (128, True, {(128, False)}, False), (64, True, {(64, True)}, True),
-    (80, False, {(128, False)}, False), (64, False, set(), False)])
+    (128, False, {(128, False): 512}, True), (128, True, {(128, False): 512}, False),
+    (64, True, {(64, True): 1024}, True), (64, True, {(64, True): 1025}, False),
+    (80, False, {(128, False): 512}, False), (64, False, {}, False)])
 def test_preferred_follows_the_table(d, causal, table, gluon, monkeypatch):
-    monkeypatch.setattr(attention_bwd_ws, "PREFERRED", frozenset(table))
-    q = torch.empty(1, 1, 4096, d, dtype=torch.bfloat16)
+    """The table maps (head dim, causal) to the shortest length where "auto" takes the Gluon backward."""
+    monkeypatch.setattr(attention_bwd_ws, "PREFERRED", table)
+    q = torch.empty(1, 1, 1024, d, dtype=torch.bfloat16)
     assert attention_bwd_ws.preferred(check_dims(q, q, q, "bhld", attention.HEAD_DIMS), causal) is gluon
 
 
-@pytest.mark.parametrize(("hq", "hk", "seq", "gluon"), [
-    (4, 4, 4096, True), (4, 4, 8192, True), (4, 4, 2048, False), (4, 1, 4096, False), (8, 2, 8192, False)])
-def test_preferred_only_where_measured(hq, hk, seq, gluon):
-    """The shipped table applies where the H100 measured it (no GQA, at least 4096 queries and keys)."""
-    q = torch.empty(1, hq, seq, 128, dtype=torch.bfloat16)
-    k = torch.empty(1, hk, seq, 128, dtype=torch.bfloat16)
-    assert attention_bwd_ws.preferred(check_dims(q, k, k, "bhld", attention.HEAD_DIMS), False) is gluon
+@pytest.mark.parametrize(("hq", "hk", "lq", "lk", "d", "causal", "gluon"), [
+    (4, 4, 512, 512, 128, False, True), (4, 4, 512, 512, 128, True, False), (4, 4, 1024, 1024, 128, True, True),
+    (4, 4, 1024, 4096, 64, False, False), (4, 4, 2048, 2048, 64, True, True), (4, 4, 4100, 4100, 64, False, True),
+    (4, 1, 4096, 4096, 128, False, False), (8, 2, 8192, 8192, 64, True, False)])
+def test_preferred_only_where_measured(hq, hk, lq, lk, d, causal, gluon):
+    """The shipped table applies where the H100 measured Gluon faster: d128 from 512 keys (1024 with a causal
+    mask), d64 from 2048, the shorter of the query and key lengths counting; no GQA."""
+    q = torch.empty(1, hq, lq, d, dtype=torch.bfloat16)
+    k = torch.empty(1, hk, lk, d, dtype=torch.bfloat16)
+    assert attention_bwd_ws.preferred(check_dims(q, k, k, "bhld", attention.HEAD_DIMS), causal) is gluon
 
 
 @pytest.mark.parametrize("bwd_impl", ["triton", "gluon-where-faster"])
@@ -105,7 +110,7 @@ def test_auto_falls_back_to_the_two_kernel_scheme(bwd_impl, device, gen, monkeyp
     if attention_bwd_ws.runnable_on(torch.device(device)):
         pytest.skip("the Gluon backward runs here")
     monkeypatch.setattr(attention, "BWD_IMPL", bwd_impl)
-    monkeypatch.setattr(attention_bwd_ws, "PREFERRED", frozenset({(64, False), (64, True)}))
+    monkeypatch.setattr(attention_bwd_ws, "PREFERRED", {(64, False): 1, (64, True): 1})
     args = _problem(1, 2, 1, 37, 45, 64, True, "blhd", torch.float16, device, gen)
     auto = _grads("auto", *args, True, "blhd")
     triton = _grads("triton", *args, True, "blhd")
