@@ -273,7 +273,8 @@ def matmul(
     ``splitk_fused`` forces the reduction into the last-arriving program (True) or a second kernel (False);
     ``misaligned_b`` overrides MISALIGNED_B, ``repack`` REPACK_CONFIG.  ``splitk_tma`` (a
     ``matmul_splitk.SPLITK_TMA_CONFIG`` tuple) runs the tensor-descriptor split-K kernel; by default it is used
-    for SPLITK_MAX_M < M <= SMALL_M when SPLITK_TMA_CONFIG is set and ``default_tma_split`` allows it.  ``ws`` (a
+    for SPLITK_MAX_M < M <= SMALL_M when SPLITK_TMA_CONFIG is set and ``default_tma_config`` picks a config, and
+    for M <= SPLITK_MAX_M not split by ``use_splitk`` where one of its WIDE_TMA_CONFIGS fits.  ``ws`` (a
     ``_matmul_gluon.WS_CONFIG`` tuple) runs the warp-specialised Gluon kernel (``misaligned_b="ws"`` picks it
     with its default config for a misaligned B); ValueError where it cannot run.  ``gluon``: True / False takes
     / avoids that kernel (default config) wherever it can run; None (default): ``gluon_default`` decides, for
@@ -298,11 +299,12 @@ def matmul(
     sms = num_sms(a.device)
     if split_k or (split_k is None and config is None and use_splitk(m, n, k, sms)):
         return matmul_splitk(a, b, c, sms, split=split_k, fused=splitk_fused)
-    if splitk_tma is None and split_k is None and config is None and SPLITK_MAX_M < m <= SMALL_M \
+    if splitk_tma is None and split_k is None and config is None and m <= SMALL_M \
             and tma_ok(a, b, c):  # row-major B (tma_ok needs unit last strides): tma_splitk_ok holds too
-        split = _sk.default_tma_split(m, n, k, sms)
-        if split:
-            return matmul_splitk_tma(a, b, c, (split, *_sk.SPLITK_TMA_CONFIG[1:]))
+        # M <= SPLITK_MAX_M here: use_splitk declined (N fills the SMs), so only the wide tiles may apply
+        cfg = _sk.default_tma_config(m, n, k, sms, wide_only=m <= SPLITK_MAX_M)
+        if cfg is not None:
+            return matmul_splitk_tma(a, b, c, cfg)
     if splitk_tma is not None:
         if not tma_splitk_ok(a, b, c):
             raise ValueError("splitk_tma needs row-major a, b, out with 16-byte aligned pitches")

@@ -167,6 +167,14 @@ def matmul_splitk(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, num_sms: in
 # 8.8 us vs 12.4 (persistent kernel) and cuBLAS 8.4; the same tiles with in-kernel descriptors 11.5; every
 # split (2-8, 64-256 columns) slower (10.7-36.7).
 SPLITK_TMA_CONFIG: tuple | None = (1, 32, 128, 4, 6, True)
+# Wider unsplit tiles where SPLITK_TMA_CONFIG's do not fit in one wave (any M <= 64 not split by
+# kernels.matmul.use_splitk), tried in order: taken when their tiles fill between WIDE_MIN_WAVE and one wave of
+# the SMs (kernels/NOTES.md session 10).  H100, call 4, against the persistent kernel: 1x / 32x / 64x14336x4096
+# in 112 64x128 tiles 41.8 / 41.8 / 42.2 us against 44.0 / 43.0 / 43.7, 64x8192 in 128 64x64 tiles 25.0 against
+# 27.0, 96 tiles (16x12288, 64x6144) 37.2 / 20.5 against 38.0 / 23.0, but 86 tiles (16x11008) 35.2 against 34.7;
+# H200, call 2: 16x14336x4096 36.1 against 38.0.
+WIDE_TMA_CONFIGS: tuple[tuple, ...] = ((1, 64, 128, 4, 6, True), (1, 128, 128, 4, 4, True))
+WIDE_MIN_WAVE = 0.7
 
 
 def tma_splitk_ok(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
@@ -186,6 +194,23 @@ def default_tma_split(m: int, n: int, k: int, num_sms: int) -> int:
         return 1 if tiles <= num_sms else 0
     split = min(want, num_sms // tiles, triton.cdiv(k, bk) // 4)
     return split if split >= 2 else 0
+
+
+def default_tma_config(m: int, n: int, k: int, num_sms: int, wide_only: bool = False) -> tuple | None:
+    """The TMA kernel's config for an M <= 64 product not split by ``kernels.matmul.use_splitk``: SPLITK_TMA_CONFIG
+    (with ``default_tma_split``'s split) where it applies (not with ``wide_only``), else the first of
+    WIDE_TMA_CONFIGS whose tiles fill at least WIDE_MIN_WAVE of one wave and no more than one wave; None (the
+    persistent kernel) otherwise."""
+    if SPLITK_TMA_CONFIG is None:
+        return None
+    split = 0 if wide_only else default_tma_split(m, n, k, num_sms)
+    if split:
+        return (split, *SPLITK_TMA_CONFIG[1:])
+    for cfg in WIDE_TMA_CONFIGS:
+        tiles = triton.cdiv(m, 64) * triton.cdiv(n, cfg[1])
+        if WIDE_MIN_WAVE * num_sms <= tiles <= num_sms:
+            return cfg
+    return None
 
 
 def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple) -> torch.Tensor:
@@ -219,5 +244,5 @@ def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config:
     return c
 
 
-__all__ = ["SPLITK_CONFIG", "SPLITK_TMA_CONFIG", "choose_split", "default_tma_split", "matmul_splitk",
-           "matmul_splitk_tma"]
+__all__ = ["SPLITK_CONFIG", "SPLITK_TMA_CONFIG", "WIDE_TMA_CONFIGS", "choose_split", "default_tma_config",
+           "default_tma_split", "matmul_splitk", "matmul_splitk_tma"]

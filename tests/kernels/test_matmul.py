@@ -202,9 +202,11 @@ def test_matmul_gpu_split_k_tma(m, n, k, cfg, gen):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(("m", "n", "k"), [(64, 4096, 4096), (40, 2000, 1000), (17, 4096, 512)])
+@pytest.mark.parametrize(("m", "n", "k"), [(64, 4096, 4096), (40, 2000, 1000), (17, 4096, 512), (16, 14336, 1024),
+                                           (1, 14336, 512), (64, 8192, 520), (33, 14336, 4096)])
 def test_matmul_gpu_small_m_default(m, n, k, gen):
-    """16 < M <= 64 on the default path (TMA split-K when SPLITK_TMA_CONFIG is set), twice."""
+    """M <= 64 on the default path (TMA split-K when SPLITK_TMA_CONFIG is set, its wide tiles where N fills a
+    wave of them), twice."""
     for _ in range(2):
         check_matmul(m, n, k, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32)
 
@@ -230,6 +232,42 @@ def test_default_tma_split_rule(monkeypatch):
     monkeypatch.setattr(sk, "SPLITK_TMA_CONFIG", (1, 32, 128, 4, 6, True))
     assert sk.default_tma_split(64, 4096, 4096, 132) == 1
     assert sk.default_tma_split(64, 8192, 4096, 132) == 0
+
+
+def test_default_tma_config_rule():
+    """Which M <= 64 products the default path sends through the TMA kernel, with which tiles (132 SMs)."""
+    from kernels import matmul_splitk as sk
+
+    narrow, (mid, wide) = sk.SPLITK_TMA_CONFIG, sk.WIDE_TMA_CONFIGS
+    assert sk.default_tma_config(64, 4096, 4096, 132) == narrow  # 128 tiles of 32 columns
+    assert sk.default_tma_config(64, 8192, 4096, 132) == mid  # 256 narrow tiles: 128 of 64 columns
+    assert sk.default_tma_config(32, 14336, 4096, 132) == wide  # 112 tiles of 128 columns
+    assert sk.default_tma_config(16, 14336, 4096, 132, wide_only=True) == wide
+    assert sk.default_tma_config(16, 12288, 4096, 132, wide_only=True) == wide  # 96 tiles: 0.73 of a wave
+    assert sk.default_tma_config(64, 6144, 4096, 132) == mid  # 96 tiles of 64 columns
+    assert sk.default_tma_config(16, 4096, 4096, 132, wide_only=True) is None  # not even half a wave
+    assert sk.default_tma_config(64, 11008, 4096, 132) is None  # 86 wide tiles (0.65 of a wave): under WIDE_MIN_WAVE
+    assert sk.default_tma_config(64, 28672, 4096, 132) is None  # more than one wave: the persistent kernel
+
+
+@pytest.mark.gpu
+def test_matmul_gpu_small_m_takes_wide_tma_tiles(gen, monkeypatch):
+    """An M <= 16 product whose N fills the SMs (not split-K) goes through the TMA kernel's wide tiles, correct
+    (the default TMA route needs a GPU: never under the interpreter)."""
+    from kernels import matmul as mm
+
+    seen = []
+
+    def spy(a, b, c, cfg):
+        seen.append(cfg)
+        return mm.__dict__["_real_sktma"](a, b, c, cfg)
+
+    monkeypatch.setitem(mm.__dict__, "_real_sktma", mm.matmul_splitk_tma)
+    monkeypatch.setattr(mm, "matmul_splitk_tma", spy)
+    sms = mm.num_sms(torch.device("cuda"))
+    n = sms * 64  # one wave of 64-column tiles, too many 32-column ones
+    check_matmul(5, n, 40, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32)
+    assert seen == [mm._sk.WIDE_TMA_CONFIGS[0]]
 
 
 @pytest.mark.parametrize("config", [None, (32, 32, 16, 2, 4, 1, 0, True)])
