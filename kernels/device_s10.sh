@@ -17,10 +17,13 @@
 # call4 (H100) / call5 (H200): the default route's wide TMA tiles (matmul_splitk.WIDE_TMA_CONFIGS) against the
 #        persistent kernel, each TMA tile width forced and cuBLAS, at LLM decode shapes; the GEMM GPU tests.  call5
 #        and call6 (H100, without the sweep): the suite's GEMM rows, the baseline's 16x14336x4096 entries re-made.
+# call7 (H200) / call8 (H100): the TMA kernel with 64-deep K tiles (96 KB or less of shared memory: 2-3 programs
+#        resident per SM) and K split 2-4 ways at decode-sized shapes, beside the default and cuBLAS.  (call8 was not
+#        run: call 7 found the H200 slower that way.)
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
-GPU_TAG=$(case "$CALL" in call2|call5) echo h200;; *) echo h100;; esac)
+GPU_TAG=$(case "$CALL" in call2|call5|call7) echo h200;; *) echo h100;; esac)
 LOG=$OUT/kernels_${GPU_TAG}_s10_${CALL}
 {
   date -u
@@ -204,6 +207,17 @@ elif part == "gemm2":  # the wide-tile routing (matmul_splitk.WIDE_TMA_CONFIGS) 
         for name, ms in sorted(t.items(), key=lambda kv: kv[1]):
             print(f"gemm2 {m}x{n}x{k} {name}: {ms * 1e3:.2f} us ({mb / ms / gbs:.3f} of copy; x{t['cublas'] / ms:.3f} "
                   f"cuBLAS){' <- default TMA route ' + str(route) if name == 'default' else ''}", flush=True)
+elif part == "gemm3":  # split TMA tiles small enough for 2-3 programs per SM (all resident at once)
+    cfgs = [(1, 128, 128, 4, 4, True), (1, 128, 64, 4, 4, True), (2, 128, 64, 4, 4, True), (2, 128, 64, 4, 3, True),
+            (3, 128, 64, 4, 3, True), (2, 64, 64, 4, 4, True), (2, 128, 128, 4, 2, True), (4, 128, 64, 4, 3, True)]
+    for m, n, k in [(16, 14336, 4096), (16, 11008, 4096), (1, 14336, 4096), (64, 14336, 4096), (16, 12288, 4096)]:
+        a = tune_cases.randn((m, k), torch.bfloat16, 0)
+        b = tune_cases.randn((k, n), torch.bfloat16, 1)
+        fns = {"default": lambda: matmul.matmul(a, b), "cublas": lambda: a @ b}
+        fns.update({f"sktma{c[:5]}": (lambda c=c: matmul.matmul(a, b, splitk_tma=c)) for c in cfgs})
+        t = row(f"{m}x{n}x{k}", fns)
+        for name, ms in sorted(t.items(), key=lambda kv: kv[1]):
+            print(f"gemm3 {m}x{n}x{k} {name}: {ms * 1e3:.2f} us (x{t['cublas'] / ms:.3f} cuBLAS)", flush=True)
 else:  # decode
     cfgs = [(1, 128, 4, 3, False), (1, 128, 4, 4, False), (1, 64, 4, 4, False), (1, 128, 8, 3, False),
             (1, 64, 4, 6, False), (2, 128, 4, 3, True), (2, 128, 4, 3, False), (2, 64, 4, 4, True),
@@ -254,6 +268,10 @@ case "$CALL" in
       tail -6 "${LOG}_baseline_update_mm.log"
       tar -czf "$OUT/baseline_${GPU_TAG}.tgz" baselines/
     fi
+    ;;
+  call7|call8)  # TMA tiles small enough to keep 2-3 programs per SM resident, split K (H200, then H100)
+    timeout 300 python3 /tmp/small.py gemm3 2>&1 | tee "${LOG}_gemm3.log"
+    echo "gemm3 rc=$?"
     ;;
   call3)  # the stream-K kernel (kernels/matmul_streamk.py) beside the others; the GEMM tests
     timeout 330 python3 /tmp/small.py gemm 2>&1 | tee "${LOG}_small_gemm.log"
