@@ -57,9 +57,11 @@ CONFIGS: dict[tuple[int, bool], Config] = {
     (32, False): (128, 3, 2, True, False), (32, True): (128, 3, 2, False, False),
     (16, False): (128, 3, 2, True, False), (16, True): (128, 3, 2, False, False),
 }
-# fp8 (e4m3) inputs, V position-contiguous: (BLOCK_D, causal) -> the same tuple.
+# fp8 (e4m3) inputs, V position-contiguous: (BLOCK_D, causal) -> the same tuple.  d128 without a mask takes
+# ping-pong turns (session 10, call 9, H100: L4096 0.643 against 0.675 ms, L16384 2.572 against 2.636; with a
+# causal mask the turns lost, 0.366 against 0.362 and 1.377 against 1.348).
 FP8_CONFIGS: dict[tuple[int, bool], Config] = {
-    (128, False): (128, 3, 2, True, False), (128, True): (128, 2, 2, False, False),
+    (128, False): (128, 3, 2, True, True), (128, True): (128, 2, 2, False, False),
     (64, False): (128, 3, 2, True, False), (64, True): (128, 3, 2, False, False),
 }
 # 16-bit causal attention over fewer than SHORT_CAUSAL_MAX_LEN keys: BLOCK_D -> config.  64-key tiles lose less of

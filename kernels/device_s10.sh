@@ -20,10 +20,15 @@
 # call7 (H200) / call8 (H100): the TMA kernel with 64-deep K tiles (96 KB or less of shared memory: 2-3 programs
 #        resident per SM) and K split 2-4 ways at decode-sized shapes, beside the default and cuBLAS.  (call8 was not
 #        run: call 7 found the H200 slower that way.)
+# call9 (H100): the fp8 Gluon forward's configurations at d128 (ring depth 2-4, ping-pong on / off; full
+#        persistent, causal one program per item) beside the default, Triton fp8 and our bf16 on the same data.
+# call10 (H100) / call11 (H200): fp8 d128 without a mask on ping-pong turns (attention_ws.FP8_CONFIGS): tune_ws
+#        check --fp8, the attention GPU tests, L512 with and without the turns, the suite's fp8 rows beside the bf16
+#        L4096 d128 ones, the baseline's fp8 entries re-made from two runs.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
-GPU_TAG=$(case "$CALL" in call2|call5|call7) echo h200;; *) echo h100;; esac)
+GPU_TAG=$(case "$CALL" in call2|call5|call7|call11) echo h200;; *) echo h100;; esac)
 LOG=$OUT/kernels_${GPU_TAG}_s10_${CALL}
 {
   date -u
@@ -272,6 +277,39 @@ case "$CALL" in
   call7|call8)  # TMA tiles small enough to keep 2-3 programs per SM resident, split K (H200, then H100)
     timeout 300 python3 /tmp/small.py gemm3 2>&1 | tee "${LOG}_gemm3.log"
     echo "gemm3 rc=$?"
+    ;;
+  call9)  # fp8 Gluon forward configs at d128 after session 8's P packing: ring depth 2-4, ping-pong turns on / off
+    timeout 400 python3 -c "
+import sys
+import kernels.tune_ws as t
+t.SWEEP_FP8[128] = [(128, 2, 2, False), (128, 3, 2, False), (128, 4, 2, False), (128, 2, 2, True), (128, 3, 2, True),
+                    (128, 4, 2, True)]
+sys.argv = ['tune_ws', 'bench', '--fp8', '--sweep', '--seq', '4096', '16384', '--dim', '128']
+sys.exit(t.main())" 2>&1 | tee "${LOG}_fp8_sweep.log"
+    echo "fp8 sweep rc=$?"
+    ;;
+  call10|call11)  # fp8 d128 without a mask on ping-pong turns (FP8_CONFIGS): checks, the attention GPU tests, L512
+                  # timed with and without the turns, the suite's fp8 rows and the baseline's fp8 entries re-made
+    timeout 120 python3 -m kernels.tune_ws check --fp8 2>&1 | tail -12 | tee "${LOG}_check_fp8.log"
+    timeout 200 python3 -m pytest tests/kernels/test_attention.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
+      | tail -4 | tee "${LOG}_gpu_tests.log"
+    timeout 150 python3 -c "
+import sys
+import kernels.tune_ws as t
+t.SWEEP_FP8[128] = [(128, 3, 2, False), (128, 3, 2, True)]
+sys.argv = ['tune_ws', 'bench', '--fp8', '--sweep', '--seq', '512', '--dim', '128', '--mask', 'full']
+sys.exit(t.main())" 2>&1 | grep BENCH | tee "${LOG}_fp8_l512.log"
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1 \
+      && export PYTHONPATH=/tmp/site:. && python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
+    timeout 150 python3 -m pytest tests/perf/test_flash.py -k "fp8 or (test_flash_forward and L4096-d128 and ours and not triton)" -q -p no:cacheprovider \
+      --benchmark-json="$OUT/perf_fp8.json" > "${LOG}_perf_suite_fp8.log" 2>&1
+    echo "perf suite rc=$?"
+    [ -f "$OUT/perf_fp8.json" ] && python3 -m kernels.tune --perf-json "$OUT/perf_fp8.json" | tee "${LOG}_perf_suite_fp8_table.txt"
+    timeout 120 perfci baseline update tests/perf/test_flash.py -k fp8 --runs 2 --force --results-dir /tmp/bl \
+      > "${LOG}_baseline_update_fp8.log" 2>&1
+    echo "baseline update rc=$?"
+    tail -4 "${LOG}_baseline_update_fp8.log"
+    tar -czf "$OUT/baseline_${GPU_TAG}.tgz" baselines/
     ;;
   call3)  # the stream-K kernel (kernels/matmul_streamk.py) beside the others; the GEMM tests
     timeout 330 python3 /tmp/small.py gemm 2>&1 | tee "${LOG}_small_gemm.log"
