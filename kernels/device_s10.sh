@@ -25,6 +25,7 @@
 # call10 (H100) / call11 (H200): fp8 d128 without a mask on ping-pong turns (attention_ws.FP8_CONFIGS): tune_ws
 #        check --fp8, the attention GPU tests, L512 with and without the turns, the suite's fp8 rows beside the bf16
 #        L4096 d128 ones, the baseline's fp8 entries re-made from two runs.
+# call12 (H100): causal fp8 d128 on a persistent grid and on ping-pong turns (2 and 3 stages) beside the default.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -310,6 +311,29 @@ sys.exit(t.main())" 2>&1 | grep BENCH | tee "${LOG}_fp8_l512.log"
     echo "baseline update rc=$?"
     tail -4 "${LOG}_baseline_update_fp8.log"
     tar -czf "$OUT/baseline_${GPU_TAG}.tgz" baselines/
+    ;;
+  call12)  # causal fp8 d128: persistent grid and ping-pong turns (the sweep above ran causal one program per item)
+    timeout 300 python3 -c "
+from functools import partial
+import torch
+from kernels import attention, attention_ws, tune_cases as cases
+from kernels._checks import LOG2E
+import kernels.tune_ws as t
+for seq, b in ((4096, 4), (16384, 1)):
+    q8, k8, v8, sq, sk, sv = t.fp8_inputs(b, 16, 16, seq, seq, 128, 'bhld')
+    dims = attention.check_attention(q8, k8, v8, 'bhld', attention.HEAD_DIMS, dtypes=attention.FP8_DTYPES)
+    out, lse = torch.empty(q8.shape, dtype=torch.bfloat16, device='cuda'), torch.empty((b, 16, seq), device='cuda')
+    impls = {'fp8': partial(attention.attention_forward_fp8, q8, k8, v8, sq, sk, sv, True),
+             'bf16-ours': partial(attention.attention_forward, *(x.to(torch.bfloat16) for x in (q8, k8, v8)), True)}
+    for st in (2, 3):
+        for pers in (False, True):
+            for pp in (False, True):
+                impls[t._name(128, st, 2, pp, pers)] = partial(attention_ws.forward, q8, k8, v8, out, lse, dims, 'bhld',
+                    True, 128 ** -0.5 * LOG2E * sq * sk, (128, st, 2, pers, pp), o_scale=sv)
+    flops = cases.flops_bytes(cases.Variant('fwd', (b, 16, seq, 128, True)))[0]
+    t._time_all(print, impls, f'fp8 b{b} h16 L{seq} d128 causal', flops, 'bf16-ours')
+" 2>&1 | grep -v Warning | tee "${LOG}_fp8_causal.log"
+    echo "rc=$?"
     ;;
   call3)  # the stream-K kernel (kernels/matmul_streamk.py) beside the others; the GEMM tests
     timeout 330 python3 /tmp/small.py gemm 2>&1 | tee "${LOG}_small_gemm.log"
