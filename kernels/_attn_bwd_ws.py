@@ -253,7 +253,7 @@ def _consumer(which: gl.constexpr, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl
     inv_scale = 1.0 / sm_scale
     bh0 = pb.b * pb.HQ + pb.hk * pb.GROUP
     bh_end = bh0 + pb.GROUP  # this program's query heads: bh0 .. bh_end - 1
-    lse_v, delta_v = _rows(LSE, DELTA, bh0, pb.lo, pb.LQ, bh0 < bh_end)
+    lse_v, delta_v = _rows(LSE, DELTA, bh0, pb.lo, pb.LQ, True)  # GROUP >= 1: bh0 is one of its heads
     t = 0
     for g in range(pb.GROUP):
         bh = bh0 + g

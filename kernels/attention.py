@@ -156,12 +156,12 @@ def attention_forward(
     ``config``) or restricts the autotuner to pointer loads (False), likewise.
     """
     dims = check_attention(q, k, v, layout, HEAD_DIMS)
-    _check_impl(impl, ("auto", "triton", "gluon"), config is not None or use_tma is not None)
+    triton_options = config is not None or use_tma is not None
+    _check_impl(impl, ("auto", "triton", "gluon"), triton_options)
     scale = 1.0 / math.sqrt(dims.head_dim) if sm_scale is None else float(sm_scale)
     out, lse = _prepare_out(dims, q, q.dtype, out, lse)
     # the eligibility checks (strides, device) only where the Gluon kernel is wanted: not on the Triton path
-    wants_gluon = impl == "gluon" or (impl == "auto" and config is None and use_tma is None
-                                      and attention_ws.preferred(dims, causal))
+    wants_gluon = impl == "gluon" or (impl == "auto" and not triton_options and attention_ws.preferred(dims, causal))
     gluon_ok = wants_gluon and attention_ws.eligible(q, k, v, out, dims.head_dim)
     if impl == "gluon" and not gluon_ok:
         raise ValueError(f"the Gluon forward cannot run these inputs ({attention_ws.status()}; it needs an sm_90 "
@@ -221,11 +221,12 @@ def attention_forward_fp8(
     dims = check_attention(q, k, v, layout, HEAD_DIMS, dtypes=FP8_DTYPES)
     if out_dtype not in (torch.bfloat16, torch.float16, torch.float32):
         raise ValueError(f"out_dtype must be bfloat16, float16 or float32, got {out_dtype}")
-    _check_impl(impl, ("auto", "triton", "gluon"), config is not None or use_tma is not None)
+    triton_options = config is not None or use_tma is not None
+    _check_impl(impl, ("auto", "triton", "gluon"), triton_options)
     scale = 1.0 / math.sqrt(dims.head_dim) if sm_scale is None else float(sm_scale)
     out, lse = _prepare_out(dims, q, out_dtype, out, lse)
     qk_scale = scale * LOG2E * float(q_scale) * float(k_scale)
-    wants_gluon = impl == "gluon" or (impl == "auto" and config is None and use_tma is None
+    wants_gluon = impl == "gluon" or (impl == "auto" and not triton_options
                                       and attention_ws.preferred_fp8(dims, causal))
     gluon_ok = wants_gluon and attention_ws.eligible_fp8(q, k, v, out, dims.head_dim, layout)
     if impl == "gluon" and not gluon_ok:
@@ -280,7 +281,8 @@ def attention_backward(
     """
 
     dims = check_attention(q, k, v, layout, HEAD_DIMS)
-    _check_impl(impl, ("auto", "triton", "fused", "gluon"), configs != (None, None) or use_tma is not None)
+    triton_options = configs != (None, None) or use_tma is not None
+    _check_impl(impl, ("auto", "triton", "fused", "gluon"), triton_options)
     for name, t in (("grad_out", do), ("out", out)):
         if tuple(t.shape) != tuple(q.shape) or t.device != q.device:
             raise ValueError(f"{name} must have q's shape {tuple(q.shape)} and device, got {tuple(t.shape)}")
@@ -296,7 +298,7 @@ def attention_backward(
     chosen = BWD_IMPL if impl == "auto" else impl
     if chosen == "gluon-where-faster":  # "auto" with BWD_IMPL naming the Gluon backward where it measured faster
         # (its dq is not bitwise deterministic: torch.use_deterministic_algorithms(True) keeps the 2-kernel scheme)
-        chosen = "gluon" if (configs == (None, None) and use_tma is None and attention_bwd_ws.preferred(dims, causal)
+        chosen = "gluon" if (not triton_options and attention_bwd_ws.preferred(dims, causal)
                              and not torch.are_deterministic_algorithms_enabled()) else "triton"
     if chosen == "gluon" and not attention_bwd_ws.eligible(q, k, v, do, dk, dv, dims.head_dim, scale):
         if impl == "gluon":

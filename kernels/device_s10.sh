@@ -26,6 +26,7 @@
 #        check --fp8, the attention GPU tests, L512 with and without the turns, the suite's fp8 rows beside the bf16
 #        L4096 d128 ones, the baseline's fp8 entries re-made from two runs.
 # call12 (H100): causal fp8 d128 on a persistent grid and on ping-pong turns (2 and 3 stages) beside the default.
+# call13 (H100): after the review's mends, the Gluon backward's and the attention GPU tests.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -334,6 +335,11 @@ for seq, b in ((4096, 4), (16384, 1)):
     t._time_all(print, impls, f'fp8 b{b} h16 L{seq} d128 causal', flops, 'bf16-ours')
 " 2>&1 | grep -v Warning | tee "${LOG}_fp8_causal.log"
     echo "rc=$?"
+    ;;
+  call13)  # after the review's mends (the first lse/delta load's constant mask, one triton-options flag per entry
+           # point): the Gluon backward's and the attention GPU tests
+    timeout 400 python3 -m pytest tests/kernels/test_attention_bwd_ws.py tests/kernels/test_attention.py -m gpu -q \
+      -p no:cacheprovider -n 8 2>&1 | tail -4 | tee "${LOG}_gpu_tests.log"
     ;;
   call3)  # the stream-K kernel (kernels/matmul_streamk.py) beside the others; the GEMM tests
     timeout 330 python3 /tmp/small.py gemm 2>&1 | tee "${LOG}_small_gemm.log"
