@@ -293,12 +293,17 @@ def _consumer1(dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, 
 
 @gluon.jit
 def attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl,
-                HQ, HKV, GROUP, LQ, LK, n_kb, qk_scale, sm_scale, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
-                CAUSAL: gl.constexpr, DQ_SPLIT: gl.constexpr, DQ_SKIP: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+                HQ, HKV, GROUP, LQ, LK, n_kb, n_tail, qk_scale, sm_scale, HEAD_DIM: gl.constexpr,
+                STAGES: gl.constexpr, CAUSAL: gl.constexpr, DQ_SPLIT: gl.constexpr, DQ_SKIP: gl.constexpr,
+                CONSUMER_REGS: gl.constexpr):
     """q/do_desc: (B, Hq, Lq, D) descriptors with [1, 1, 64, BLOCK_D] boxes; k/v_desc: (B, Hkv, Lk, D) with
     [1, 1, 2*64, BLOCK_D] boxes; dq_desc: the fp32 scratch (B*Hq, Lq, D), zeroed, with [1, 64, DQ_W] boxes
     (DQ_W = BLOCK_D / 2 with DQ_SPLIT, else BLOCK_D).  LSE (natural log) and DELTA = rowsum(o dO): (B, Hq, Lq)
-    fp32.  DK/DV: pointers with element strides (dim stride 1).  Grid: n_kb key blocks x B x Hkv programs.
+    fp32.  DK/DV: pointers with element strides (dim stride 1).  Grid: n_kb key blocks x B x Hkv programs, in
+    (batch·kv head, key block) order, except the last ``n_tail`` kv heads' programs, which come in (key block,
+    head) order: under a causal mask a key block's work falls with its index, and the hardware starts programs
+    in grid order as SMs free up, so the last programs to start are then the lightest of those heads, not the
+    heaviest of the last head (the dQ scratch rows that programs running together add into stay few).
     ``DQ_SKIP`` (a timing diagnostic only: dq comes out zero) leaves out the dQ product and its reduce-add."""
     NC: gl.constexpr = 2
     dtype: gl.constexpr = q_desc.dtype
@@ -306,8 +311,12 @@ def attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK, DV, sd
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
     DQ_W: gl.constexpr = dq_desc.block_type.shape[2]
     pid = gl.program_id(0)
-    kb = pid % n_kb
-    bhk = pid // n_kb
+    n_bhk = gl.num_programs(0) // n_kb
+    bulk = (n_bhk - n_tail) * n_kb
+    r = gl.maximum(pid - bulk, 0)  # the tail's programs: heaviest key blocks first across its heads
+    tail = gl.maximum(gl.to_tensor(n_tail), 1)
+    kb = gl.where(pid < bulk, pid % n_kb, r // tail)
+    bhk = gl.where(pid < bulk, pid // n_kb, n_bhk - tail + r % tail)
     n0 = kb * BLOCK_N
     # to_tensor: Triton passes integer arguments equal to 1 as constants
     LQ_t = gl.to_tensor(LQ)

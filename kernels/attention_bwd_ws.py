@@ -19,6 +19,8 @@ routes "auto" here.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import triton
 
@@ -31,6 +33,7 @@ from kernels._checks import (
     gluon_status,
     layout_strides,
     padded_dim,
+    sm_count,
     tma_ok,
 )
 from kernels.attention_ws import descriptor, smem_layout
@@ -59,6 +62,13 @@ REGISTERS = (240, 168)
 # even: 0.505 / 0.502); d64 from 2048 (L1024 lost: 0.555 / 0.391 against 0.547 / 0.373).  No GQA was timed
 # (grouped problems keep the 2-kernel scheme).  Ragged lengths (4000, 4100) measured like the multiples of 128.
 PREFERRED: dict[tuple[int, bool], int] = {(128, False): 512, (128, True): 1024, (64, False): 2048, (64, True): 2048}
+# Causal: the last kv heads' programs, about this many waves of them (one program per SM), are started heaviest key
+# block first across those heads instead of head by head (the kernel's ``n_tail``); 0 keeps head order throughout.
+# Session 11, call 1 (H100, kernels/NOTES.md): 1-3 waves 3-5 % faster than head order at the suite's causal shapes
+# (d128 L4096 1.533-1.543 against 1.580 ms, d64 0.950-0.955 against 0.996, d128 L8192 2.78-2.82 against 2.85);
+# 5 waves lost at d128 L4096 (1.627), every head (2.413 ms): the programs running together then add into the dQ
+# scratch rows of too many heads for L2.  Without a mask every program has the same work: head order throughout.
+CAUSAL_TAIL_WAVES = 2.0
 _PRE_BM = 64
 _broken: list[str] = []  # the build error, once the kernel failed to build here
 
@@ -94,10 +104,12 @@ def requirements() -> str:
 
 def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
              lse: torch.Tensor, dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor, dims: AttnDims, layout: str,
-             causal: bool, scale: float, *, stages: int | None = None, skip_dq: bool = False) -> bool:
+             causal: bool, scale: float, *, stages: int | None = None, skip_dq: bool = False,
+             tail_waves: float | None = None) -> bool:
     """Write dq, dk, dv (checked, preallocated, non-empty problem, :func:`eligible` inputs) through the Gluon
-    kernel; False (nothing written) when the kernel cannot be built here.  ``stages`` overrides ``CONFIGS``;
-    ``skip_dq`` (a timing diagnostic: dq comes out zero) leaves out the dQ product and its reduce-adds."""
+    kernel; False (nothing written) when the kernel cannot be built here.  ``stages`` overrides ``CONFIGS``,
+    ``tail_waves`` ``CAUSAL_TAIL_WAVES`` (for a causal mask only); ``skip_dq`` (a timing diagnostic: dq comes out
+    zero) leaves out the dQ product and its reduce-adds."""
     d = dims.head_dim
     b, hq, hk = dims.batch, dims.heads_q, dims.heads_kv
     delta = torch.empty_like(lse)
@@ -112,12 +124,14 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
              TensorDescriptor(dq_acc, [b * hq, dims.len_q, d], [dims.len_q * d, d, 1], list(dq_box),
                               smem_layout(dq_box, torch.float32)))
     n_kb = triton.cdiv(dims.len_k, BLOCK_N)
+    n_tail = tail_heads(n_kb, b * hk, sm_count(q.device, 1), CAUSAL_TAIL_WAVES if tail_waves is None else tail_waves,
+                        causal)
     sdk, sdv = layout_strides(dk, layout), layout_strides(dv, layout)
     regs, maxnreg = REGISTERS
     try:
         attn_bwd_ws[(n_kb * b * hk,)](
             *descs, lse, delta, dk, dv, sdk[0], sdk[1], sdk[2], sdv[0], sdv[1], sdv[2], hq, hk, dims.group,
-            dims.len_q, dims.len_k, n_kb, scale * LOG2E, scale, HEAD_DIM=d,
+            dims.len_q, dims.len_k, n_kb, n_tail, scale * LOG2E, scale, HEAD_DIM=d,
             STAGES=stages or CONFIGS[d], CAUSAL=bool(causal), DQ_SPLIT=split, DQ_SKIP=bool(skip_dq),
             CONSUMER_REGS=regs, num_warps=4, maxnreg=maxnreg)
     except (triton.CompilationError, RuntimeError) as exc:  # compile or PTX errors: not a launch failure
@@ -127,6 +141,14 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
         dq_acc, dq, *layout_strides(dq, layout), hq, dims.len_q, scale, HEAD_DIM=d, BLOCK_D=padded_dim(d),
         BLOCK_M=_PRE_BM)
     return True
+
+
+def tail_heads(n_kb: int, n_heads: int, sms: int, waves: float, causal: bool) -> int:
+    """How many of the last kv heads' programs the kernel starts in key block order (its ``n_tail``): enough for
+    ``waves`` waves of ``sms`` programs, under a causal mask only (0 otherwise, or for ``waves`` <= 0)."""
+    if not causal or waves <= 0:
+        return 0
+    return min(n_heads, math.ceil(waves * sms / n_kb))
 
 
 def status() -> str:

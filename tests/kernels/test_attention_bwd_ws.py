@@ -14,6 +14,7 @@ import torch
 
 from kernels import attention, attention_bwd_ws
 from kernels._checks import check_attention as check_dims
+from kernels._checks import sm_count
 from kernels.attention import attention_backward, attention_forward
 from kernels.reference import attention_fp32, rel_err
 from tests.kernels.test_attention import BWD_TOL, _nan, _rand, _shape
@@ -149,6 +150,17 @@ def test_auto_keeps_the_deterministic_scheme_under_deterministic_algorithms(devi
         assert torch.equal(a, t)
 
 
+@pytest.mark.parametrize(("n_kb", "n_heads", "waves", "causal", "tail"), [
+    (32, 64, 3.0, True, 13),  # the suite's L4096 shape on 132 SMs: 396 programs in key block order
+    (64, 32, 3.0, True, 7),
+    (9, 16, 3.0, True, 16),  # fewer programs than three waves: all of them
+    (32, 64, 3.0, False, 0),  # no mask: equal programs, head order throughout
+    (32, 64, 0.0, True, 0),
+])
+def test_tail_heads_rule(n_kb, n_heads, waves, causal, tail):
+    assert attention_bwd_ws.tail_heads(n_kb, n_heads, 132, waves, causal) == tail
+
+
 # --- GPU: gradients against the fp32 reference -----------------------------------------------------------------
 def _needs_gluon() -> None:
     q = torch.empty(1, 1, 64, 64, device="cuda", dtype=torch.bfloat16)
@@ -226,6 +238,25 @@ def test_gluon_backward_stages_gpu(stages, d, causal, gen):
     for name, g, r in zip(("dq", "dk", "dv"), grads, ref, strict=True):
         e = rel_err(g, r)
         assert e < BWD_TOL[torch.bfloat16] / 2, f"{name} vs the 2-kernel scheme: rel err {e:.2e} stages={stages}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tail_waves", [0.2, 0.5, 1000.0])
+def test_gluon_backward_tail_order_gpu(tail_waves, gen):
+    """The causal tail's programs in key block order (a few heads, half of them, every head) give the same dk and
+    dv, bit for bit, as head order (each program sums its keys' rows alone), and dq within its adds' rounding."""
+    _needs_gluon()
+    q, k, v, do, out, lse = _problem(2, 16, 8, 1100, 1100, 128, True, "bhld", torch.bfloat16, "cuda", gen)
+    dims = check_dims(q, k, v, "bhld", attention.HEAD_DIMS)
+    runs = []
+    for waves in (0.0, tail_waves):
+        grads = [_nan(t.shape, t.dtype, t.device) for t in (q, k, v)]
+        assert attention_bwd_ws.backward(do, q, k, v, out, lse, *grads, dims, "bhld", True, 128 ** -0.5,
+                                         tail_waves=waves)
+        runs.append(grads)
+    assert attention_bwd_ws.tail_heads(9, 16, sm_count(q.device, 1), tail_waves, True) > 0
+    assert torch.equal(runs[0][1], runs[1][1]) and torch.equal(runs[0][2], runs[1][2])
+    assert rel_err(runs[0][0], runs[1][0]) < 1e-2
 
 
 @pytest.mark.gpu

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Session-11 device calls (issue 16): bash kernels/device_s11.sh CALL (OUT set by the tool).  Every step is guarded
+# by `timeout`.
+# call1 (H100): the Gluon backward's causal programs started in key block order for the last heads
+#        (attention_bwd_ws.CAUSAL_TAIL_WAVES): its GPU tests; graph-timed A/B over the tail's size (0 = head order
+#        throughout) at the suite's causal shapes beside SDPA cuDNN; without a mask, the time per head at head
+#        counts whose programs fill whole waves of 132 SMs or not (is the last partial wave a cost?).
+set -o pipefail
+export PYTHONUNBUFFERED=1 PYTHONPATH=.
+CALL=${1:-call1}
+GPU_TAG=$(case "$CALL" in call99) echo h200;; *) echo h100;; esac)
+LOG=$OUT/kernels_${GPU_TAG}_s11_${CALL}
+{
+  date -u
+  nvidia-smi --query-gpu=name,uuid,driver_version,pci.bus_id,clocks.max.sm,power.limit --format=csv
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
+} 2>&1 | tee "${LOG}_env.txt"
+
+cat > /tmp/ab_tail.py <<'PY'
+import sys, torch
+from kernels import attention, attention_bwd_ws, tune_cases
+from kernels._checks import check_attention
+from kernels.tune_bwd import _time, _sdpa_grad
+import kernels.reference as ref
+
+
+def gluon(do, q, k, v, out, lse, causal, waves):
+    dims = check_attention(q, k, v, "bhld", attention.HEAD_DIMS)
+    bufs = tuple(torch.empty_like(t) for t in (q, k, v))
+    attention_bwd_ws.backward(do, q, k, v, out, lse, *bufs, dims, "bhld", causal, q.shape[-1] ** -0.5,
+                              tail_waves=waves)
+    return bufs
+
+
+mode = sys.argv[1]
+shapes = [tuple(int(x) for x in s.split("x")) for s in sys.argv[2].split(",")]
+waves = [float(w) for w in sys.argv[3].split(",")] if len(sys.argv) > 3 else [0.0]
+causal = mode == "causal"
+for b, h, seq, d in shapes:
+    q, k, v, do = (tune_cases.randn((b, h, seq, d), torch.bfloat16, i) for i in range(4))
+    out, lse = attention.attention_forward(q, k, v, causal, impl="triton")
+    fns = {f"tail{w:g}": (lambda w=w: gluon(do, q, k, v, out, lse, causal, w)) for w in waves}
+    qkv = tuple(t.detach().clone().requires_grad_() for t in (q, k, v))
+    o = ref.sdpa(*qkv, causal, "cudnn")
+    fns["cudnn"] = lambda: _sdpa_grad(o, qkv, do)
+    times = {}
+    for _ in range(3):  # interleaved rounds, best of each
+        for name, fn in fns.items():
+            ms, _ = _time(fn)
+            times[name] = min(ms, times.get(name, float("inf")))
+    tag = f"bwd b{b} h{h} L{seq} d{d} {'causal' if causal else 'full'} ({b * h * -(-seq // 128)} programs)"
+    print(tag, " ".join(f"{n} {ms:.4f} ms ({ms / (b * h) * 1e3:.2f} us/head, x{times['cudnn'] / ms:.3f} cuDNN)"
+                        for n, ms in times.items()), flush=True)
+    del q, k, v, do, out, lse, qkv, o
+PY
+
+case "$CALL" in
+  call1)
+    timeout 200 python3 -m pytest tests/kernels/test_attention_bwd_ws.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
+      | tail -6 | tee "${LOG}_gpu_tests.log"
+    echo "gpu tests rc=$?"
+    timeout 200 python3 /tmp/ab_tail.py causal 4x16x4096x128,4x16x4096x64,2x16x8192x128 0,1,2,3,5,1000 2>&1 \
+      | tee "${LOG}_ab_causal.log"
+    echo "ab causal rc=$?"
+    timeout 120 python3 /tmp/ab_tail.py full 4x16x4096x128,6x11x4096x128,3x11x4096x128,2x16x4096x128,12x11x4096x128 \
+      2>&1 | tee "${LOG}_ab_full.log"
+    echo "ab full rc=$?"
+    ;;
+  *) echo "unknown call $CALL"; exit 2;;
+esac
