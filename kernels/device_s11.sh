@@ -11,10 +11,13 @@
 #        kept) and with stream-K off, both masks (the causal path's restructure must cost nothing), SDPA cuDNN beside,
 #        the new gradients against the old.  The stream-K version lost and was not kept (kernels/NOTES.md, session
 #        11); its patch is not in the tree, so call2 no longer runs as written.
+# call3 (H100) / call4 (H200): the suite's backward rows (perfci) and the baseline's backward entries re-made from
+#        two runs (the causal tail order changed their times); call3 first profiles (ncu --set full, one launch) the
+#        fp8 Gluon forward and the bf16 one, d128 L4096 without a mask.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
-GPU_TAG=$(case "$CALL" in call99) echo h200;; *) echo h100;; esac)
+GPU_TAG=$(case "$CALL" in call4) echo h200;; *) echo h100;; esac)
 LOG=$OUT/kernels_${GPU_TAG}_s11_${CALL}
 {
   date -u
@@ -103,7 +106,43 @@ for causal in (False, True):
         del q, k, v, do, out, lse, qkv, o
 PY
 
+profile() {  # name, kernel regex, tune_ws run arguments...
+  local name=$1 regex=$2; shift 2
+  local dir=/tmp/ncu; mkdir -p $dir
+  timeout 120 ncu --clock-control none --set full --import-source no -k "regex:$regex" --launch-skip 1 \
+    --launch-count 1 -f -o $dir/$name python3 -m kernels.tune_ws run "$@" > $dir/$name.log 2>&1
+  echo "ncu $name rc=$?"
+  ncu -i $dir/$name.ncu-rep --page details --print-details all > $dir/${name}_details.txt 2>&1
+  ncu -i $dir/$name.ncu-rep --page raw --csv > $dir/${name}_raw.csv 2>&1
+  ncu -i $dir/$name.ncu-rep --page source --csv --print-source sass > $dir/${name}_sass.csv 2>&1
+  ls -la $dir | grep $name
+}
+
+install_perfci() {
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1 \
+    && export PYTHONPATH=/tmp/site:. && python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
+}
+
 case "$CALL" in
+  call3|call4)  # the suite's backward rows and the baseline's backward entries re-made (the causal tail order);
+                # call3 (H100) also profiles the fp8 forward (d128 L4096, no mask: ping-pong) beside bf16
+    if [ "$CALL" = call3 ]; then
+      profile fp8_d128_L4096_full attn_fwd_ws --seq 4096 --dim 128 --mask full --impl gluon --fp8
+      profile bf16_d128_L4096_full attn_fwd_ws --seq 4096 --dim 128 --mask full --impl gluon
+      tar -C /tmp/ncu -czf "$OUT/kernels_${GPU_TAG}_s11_${CALL}_ncu.tgz" --exclude='*.ncu-rep' .
+    fi
+    install_perfci
+    timeout 120 python3 -m pytest tests/perf/test_flash.py -k backward -q -p no:cacheprovider \
+      --benchmark-json="$OUT/perf_bwd.json" > "${LOG}_perf_suite_bwd.log" 2>&1
+    echo "perf suite rc=$?"
+    [ -f "$OUT/perf_bwd.json" ] && python3 -m kernels.tune --perf-json "$OUT/perf_bwd.json" \
+      | tee "${LOG}_perf_suite_bwd_table.txt"
+    timeout 200 perfci baseline update tests/perf/test_flash.py -k backward --runs 2 --force --results-dir /tmp/bl \
+      > "${LOG}_baseline_update_bwd.log" 2>&1
+    echo "baseline update bwd rc=$?"
+    tail -6 "${LOG}_baseline_update_bwd.log"
+    tar -czf "$OUT/baseline_${GPU_TAG}.tgz" baselines/
+    ;;
   call2)
     timeout 240 python3 -m pytest tests/kernels/test_attention_bwd_ws.py -m gpu -q -p no:cacheprovider -n 8 -x 2>&1 \
       | tail -8 | tee "${LOG}_gpu_tests.log"
