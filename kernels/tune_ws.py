@@ -124,6 +124,13 @@ def fp8_inputs(b, hq, hkv, lq, lk, d, layout, seed=0):
     return q8, k8, v8.transpose(dim, 3).contiguous().transpose(dim, 3), sq, sk, sv
 
 
+def bf16_copies(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Row-major bf16 copies of fp8 inputs, for our bf16 forward and SDPA on the same data.  Row-major because
+    the Gluon bf16 kernel refuses fp8's position-contiguous v, and "auto" then ran the slower Triton kernel
+    (sessions 7-10 timed "bf16-ours" so: kernels/NOTES.md, session 12)."""
+    return tuple(t.to(torch.bfloat16).contiguous() for t in tensors)
+
+
 def check_fp8(log) -> int:
     """The Gluon fp8 forward against the fp32 attention of the dequantised inputs, beside the Triton one."""
     bad = 0
@@ -184,9 +191,7 @@ def run_bench_fp8(log, sweep: bool, masks: tuple[bool, ...], seqs: tuple[int, ..
             continue
         for causal in masks:
             q8, k8, v8, sq, sk, sv = fp8_inputs(b, 16, 16, seq, seq, d, "bhld")
-            # row-major bf16 copies: the Gluon bf16 kernel refuses fp8's position-contiguous v, and with it "auto"
-            # took the slower Triton kernel (sessions 8-11 timed "bf16-ours" so; kernels/NOTES.md, session 12)
-            q, k, v = (t.to(torch.bfloat16).contiguous() for t in (q8, k8, v8))
+            q, k, v = bf16_copies(q8, k8, v8)
             run = partial(attention.attention_forward_fp8, q8, k8, v8, sq, sk, sv, causal)
             impls = {"fp8": run, "fp8-triton": partial(run, impl="triton"), "fp8-gluon": partial(run, impl="gluon"),
                      "fp8-gluon-kpl": _without("PERMUTE_K", partial(run, impl="gluon")),
@@ -236,7 +241,7 @@ def run_once(fp8: bool, seq: int, d: int, causal: bool, impl: str, reps: int) ->
     b = dict(((dd, ss), bb) for dd, ss, bb in BENCH).get((d, seq), 4)
     if fp8:
         q8, k8, v8, sq, sk, sv = fp8_inputs(b, 16, 16, seq, seq, d, "bhld")
-        q, k, v = (t.to(torch.bfloat16).contiguous() for t in (q8, k8, v8))
+        q, k, v = bf16_copies(q8, k8, v8)
         fn = partial(attention.attention_forward_fp8, q8, k8, v8, sq, sk, sv, causal, impl=impl)
     else:
         q, k, v = (randn((b, 16, seq, d), torch.bfloat16, i) for i in range(3))
