@@ -46,14 +46,17 @@ PERMUTE_K = True
 ROWS = 64  # query rows per consumer warpgroup (the kernel's _attn_fwd_ws.ROWS)
 MAX_HEAD_DIM = 128
 # (BLOCK_D, causal) -> (BLOCK_N, STAGES, consumer warpgroups, persistent, ping-pong): K and V tiles of BLOCK_N
-# keys, STAGES of each in shared memory, each consumer owning 64 query rows (three consumers, selectable up to
-# BLOCK_D 64, measured no faster than two); persistent: one program per SM looping over the work items, else
-# one program per item (causal items are pairs of row blocks of equal total work); ping-pong: the consumers
-# take turns to issue their wgmma groups (kernels/NOTES.md, sessions 6 and 7, H100).
+# keys, STAGES of each in shared memory, each consumer owning 64 query rows (three consumers up to BLOCK_D 64);
+# persistent: one program per SM looping over the work items, else one program per item (causal items are pairs
+# of row blocks of equal total work); ping-pong: the consumers take turns to issue their wgmma groups
+# (kernels/NOTES.md, sessions 6 and 7, H100).  Head dim 64 without a mask: three consumers taking turns, 2 stages,
+# from SHORT_QUERY_MAX_LEN queries (session 13, calls 9-10, H100: +1.6 / +4.0 / +5.7 / +5.1 % at L2048 / 4096 / 8192
+# / 16384 against two consumers, 0.98-1.02x cuDNN; call 12, H200: +1.2 / +3.6 % at L4096 / 16384; with a causal
+# mask three consumers lost 15 %).
 Config = tuple[int, int, int, bool, bool]
 CONFIGS: dict[tuple[int, bool], Config] = {
     (128, False): (128, 2, 2, True, False), (128, True): (128, 2, 2, False, False),
-    (64, False): (128, 3, 2, True, False), (64, True): (128, 3, 2, False, False),
+    (64, False): (128, 2, 3, True, True), (64, True): (128, 3, 2, False, False),
     (32, False): (128, 3, 2, True, False), (32, True): (128, 3, 2, False, False),
     (16, False): (128, 3, 2, True, False), (16, True): (128, 3, 2, False, False),
 }
@@ -62,8 +65,15 @@ CONFIGS: dict[tuple[int, bool], Config] = {
 # causal mask the turns lost, 0.366 against 0.362 and 1.377 against 1.348).
 FP8_CONFIGS: dict[tuple[int, bool], Config] = {
     (128, False): (128, 3, 2, True, True), (128, True): (128, 2, 2, False, False),
-    (64, False): (128, 3, 2, True, False), (64, True): (128, 3, 2, False, False),
+    (64, False): (128, 2, 3, True, True), (64, True): (128, 3, 2, False, False),
 }
+# Fewer than SHORT_QUERY_MAX_LEN queries: (BLOCK_D, causal, fp8) -> config.  Head dim 64 without a mask keeps two
+# consumers there: three (192-row blocks, more rows idle in the last one) measured at 1024 queries -4 % in fp8 (H100,
+# session 13, call 10; +8.6 / +10.3 / +10.7 % at L2048 / 4096 / 16384) and -6 % in bf16 on an H200 (call 12; H100
+# +0.6 %).
+SHORT_QUERY_CONFIGS: dict[tuple[int, bool, bool], Config] = {
+    (64, False, False): (128, 3, 2, True, False), (64, False, True): (128, 3, 2, True, False)}
+SHORT_QUERY_MAX_LEN = 2048  # measured at 1024 (two consumers faster or equal) and 2048 (three faster)
 # 16-bit causal attention over fewer than SHORT_CAUSAL_MAX_LEN keys: BLOCK_D -> config.  64-key tiles lose less of
 # the diagonal blocks' work and keep more items in flight (H100, session 8: d128 L512 0.130 / 0.129 ms against
 # 0.136 / 0.139 with 128-key tiles, calls 1-2; 6 % slower at L4096, so long sequences keep CONFIGS), and a
@@ -112,13 +122,17 @@ def eligible_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.T
 # Where "auto" prefers the Gluon fp8 kernel (given eligible_fp8()), from the H100 measurements (kernels/NOTES.md
 # session 8, call 2): head dim 128, both masks (P packed next to the P·V product, K read permuted: L4096
 # 0.672 / 0.365 ms full / causal against the Triton fp8 kernel's 0.776 / 0.446; L512 0.105 / 0.111 against
-# 0.156 / 0.122).  Head dim 64 keeps the Triton kernel (0.517 against 0.698 ms in session 7).
-PREFER_FP8_BLOCK_D = 128
+# 0.156 / 0.122).  Head dim 64 since P is carried packed (session 13, call 5): without a mask at every length
+# (L512 0.078 against 0.089 ms, L2048 0.259 / 0.286, L4096 0.506 / 0.517 in call 4), causal from 2048 keys (L2048
+# 0.173 / 0.178, L4096 0.290 / 0.317; L512 0.093 / 0.071 and L1024 0.119 / 0.106 stay with Triton).
+PREFER_FP8_BLOCK_D = (64, 128)
 
 
 def preferred_fp8(dims: AttnDims, causal: bool) -> bool:
     """True where fp8 "auto" should take the Gluon kernel (given :func:`eligible_fp8`): where it measured faster."""
-    return padded_dim(dims.head_dim) == PREFER_FP8_BLOCK_D
+    block_d = padded_dim(dims.head_dim)
+    return block_d in PREFER_FP8_BLOCK_D and (not causal or block_d >= PREFER_CAUSAL_MIN_BLOCK_D
+                                              or dims.len_k >= PREFER_CAUSAL_SMALL_D_MIN_LEN)
 
 
 def preferred(dims: AttnDims, causal: bool) -> bool:
@@ -172,11 +186,14 @@ def _permuted_k_descriptor(k: torch.Tensor, layout: str, dims: AttnDims, rows: i
 
 def default_config(dims: AttnDims, causal: bool, fp8: bool) -> Config:
     """The configuration :func:`forward` runs without an explicit one: ``CONFIGS`` / ``FP8_CONFIGS`` by padded
-    head dim and mask, and for 16-bit causal attention over fewer than ``SHORT_CAUSAL_MAX_LEN`` keys the
-    ``SHORT_CAUSAL_CONFIGS`` entry where there is one."""
+    head dim and mask, for 16-bit causal attention over fewer than ``SHORT_CAUSAL_MAX_LEN`` keys the
+    ``SHORT_CAUSAL_CONFIGS`` entry where there is one, and over fewer than ``SHORT_QUERY_MAX_LEN`` queries the
+    ``SHORT_QUERY_CONFIGS`` one."""
     block_d = padded_dim(dims.head_dim)
     if not fp8 and causal and dims.len_k < SHORT_CAUSAL_MAX_LEN and block_d in SHORT_CAUSAL_CONFIGS:
         return SHORT_CAUSAL_CONFIGS[block_d]
+    if dims.len_q < SHORT_QUERY_MAX_LEN and (block_d, bool(causal), fp8) in SHORT_QUERY_CONFIGS:
+        return SHORT_QUERY_CONFIGS[(block_d, bool(causal), fp8)]
     return (FP8_CONFIGS if fp8 else CONFIGS)[(block_d, bool(causal))]
 
 
