@@ -251,6 +251,7 @@ def _carried_p(p, dtype: gl.constexpr, PERM_K: gl.constexpr):
 
 @gluon.jit
 def _first(a, b):
+    """A reduction's combine that keeps one operand: right only where every operand is equal (``_pack_p``)."""
     return a
 
 

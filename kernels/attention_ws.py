@@ -49,10 +49,10 @@ MAX_HEAD_DIM = 128
 # keys, STAGES of each in shared memory, each consumer owning 64 query rows (three consumers up to BLOCK_D 64);
 # persistent: one program per SM looping over the work items, else one program per item (causal items are pairs
 # of row blocks of equal total work); ping-pong: the consumers take turns to issue their wgmma groups
-# (kernels/NOTES.md, sessions 6 and 7, H100).  Head dim 64 without a mask: three consumers taking turns, 2 stages,
-# from SHORT_QUERY_MAX_LEN queries (session 13, calls 9-10, H100: +1.6 / +4.0 / +5.7 / +5.1 % at L2048 / 4096 / 8192
-# / 16384 against two consumers, 0.98-1.02x cuDNN; call 12, H200: +1.2 / +3.6 % at L4096 / 16384; with a causal
-# mask three consumers lost 15 %).
+# (kernels/NOTES.md, sessions 6 and 7, H100).  Padded head dim 64 without a mask: three consumers taking turns, 2
+# stages, from SHORT_QUERY_MAX_LEN queries (session 13, calls 9-10, H100, bf16 at head dim 64: +1.6 / +4.0 / +5.7 /
+# +5.1 % at L2048 / 4096 / 8192 / 16384 against two consumers, 0.98-1.02x cuDNN; call 12, H200: +1.2 / +3.6 % at
+# L4096 / 16384; with a causal mask three consumers lost 15 %; head dims 33-63 were not timed, only GPU-tested).
 Config = tuple[int, int, int, bool, bool]
 CONFIGS: dict[tuple[int, bool], Config] = {
     (128, False): (128, 2, 2, True, False), (128, True): (128, 2, 2, False, False),
@@ -62,7 +62,9 @@ CONFIGS: dict[tuple[int, bool], Config] = {
 }
 # fp8 (e4m3) inputs, V position-contiguous: (BLOCK_D, causal) -> the same tuple.  d128 without a mask takes
 # ping-pong turns (session 10, call 9, H100: L4096 0.643 against 0.675 ms, L16384 2.572 against 2.636; with a
-# causal mask the turns lost, 0.366 against 0.362 and 1.377 against 1.348).
+# causal mask the turns lost, 0.366 against 0.362 and 1.377 against 1.348).  Head dim 64 without a mask: three
+# consumers with turns as for 16-bit inputs (session 13, call 10: +8.6 / +10.3 / +10.7 % at L2048 / 4096 / 16384;
+# with a causal mask -6 to -10 %, call 9).
 FP8_CONFIGS: dict[tuple[int, bool], Config] = {
     (128, False): (128, 3, 2, True, True), (128, True): (128, 2, 2, False, False),
     (64, False): (128, 2, 3, True, True), (64, True): (128, 3, 2, False, False),
@@ -124,7 +126,9 @@ def eligible_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.T
 # 0.672 / 0.365 ms full / causal against the Triton fp8 kernel's 0.776 / 0.446; L512 0.105 / 0.111 against
 # 0.156 / 0.122).  Head dim 64 since P is carried packed (session 13, call 5): without a mask at every length
 # (L512 0.078 against 0.089 ms, L2048 0.259 / 0.286, L4096 0.506 / 0.517 in call 4), causal from 2048 keys (L2048
-# 0.173 / 0.178, L4096 0.290 / 0.317; L512 0.093 / 0.071 and L1024 0.119 / 0.106 stay with Triton).
+# 0.173 / 0.178, L4096 0.290 / 0.317; L512 0.093 / 0.071 and L1024 0.119 / 0.106 stay with Triton), the causal
+# threshold being the 16-bit rule's (PREFER_CAUSAL_SMALL_D_MIN_LEN; fp8 measured at 1024 and 2048 keys).  Padded
+# head dim 64 includes 33-63, which eligible_fp8 refuses below 64.
 PREFER_FP8_BLOCK_D = (64, 128)
 
 
@@ -165,6 +169,14 @@ def descriptor(t: torch.Tensor, layout: str, batch: int, heads: int, length: int
                             smem_layout((rows, block_d), t.dtype))
 
 
+def k_permutable(k: torch.Tensor, layout: str, dims: AttnDims) -> bool:
+    """Whether k's strides allow :func:`_permuted_k_descriptor`'s view (batch·heads at a stride of len_k rows,
+    len_k a multiple of 16)."""
+    sb, sh, sl, _ = layout_strides(k, layout)
+    return not (dims.len_k % 16 or (dims.heads_kv > 1 and sh != dims.len_k * sl)
+                or (dims.batch > 1 and sb != dims.heads_kv * dims.len_k * sl))
+
+
 def _permuted_k_descriptor(k: torch.Tensor, layout: str, dims: AttnDims, rows: int):
     """The fp8 kernel's ``PERM_K`` descriptor, or None where k's strides do not allow it.
 
@@ -174,25 +186,26 @@ def _permuted_k_descriptor(k: torch.Tensor, layout: str, dims: AttnDims, rows: i
     to follow one another at a stride of len_k rows (a contiguous (B, H, L, D) k, or one head) and len_k a
     multiple of 16; the rows past a head's last key belong to the next head and are masked like the zero
     fill they replace."""
-    sb, sh, sl, _ = layout_strides(k, layout)
-    if dims.len_k % 16 or (dims.heads_kv > 1 and sh != dims.len_k * sl) \
-            or (dims.batch > 1 and sb != dims.heads_kv * dims.len_k * sl):
+    if not k_permutable(k, layout, dims):
         return None
+    sl = layout_strides(k, layout)[2]
     block_d = padded_dim(dims.head_dim)
     box = (rows // 16, 2, 4, 2, block_d)
     return TensorDescriptor(k, [dims.batch * dims.heads_kv * dims.len_k // 16, 2, 4, 2, dims.head_dim],
                             [16 * sl, 2 * sl, 4 * sl, sl, 1], list(box), smem_layout(box, k.dtype))
 
 
-def default_config(dims: AttnDims, causal: bool, fp8: bool) -> Config:
+def default_config(dims: AttnDims, causal: bool, fp8: bool, permuted_k: bool = True) -> Config:
     """The configuration :func:`forward` runs without an explicit one: ``CONFIGS`` / ``FP8_CONFIGS`` by padded
     head dim and mask, for 16-bit causal attention over fewer than ``SHORT_CAUSAL_MAX_LEN`` keys the
     ``SHORT_CAUSAL_CONFIGS`` entry where there is one, and over fewer than ``SHORT_QUERY_MAX_LEN`` queries the
-    ``SHORT_QUERY_CONFIGS`` one."""
+    ``SHORT_QUERY_CONFIGS`` one.  fp8 whose K cannot be read permuted (``permuted_k`` False: P is then exchanged
+    between threads and carried in fp32) keeps two consumers: three spill 804 bytes there (offline build)."""
     block_d = padded_dim(dims.head_dim)
     if not fp8 and causal and dims.len_k < SHORT_CAUSAL_MAX_LEN and block_d in SHORT_CAUSAL_CONFIGS:
         return SHORT_CAUSAL_CONFIGS[block_d]
-    if dims.len_q < SHORT_QUERY_MAX_LEN and (block_d, bool(causal), fp8) in SHORT_QUERY_CONFIGS:
+    short = dims.len_q < SHORT_QUERY_MAX_LEN or (fp8 and not permuted_k)
+    if short and (block_d, bool(causal), fp8) in SHORT_QUERY_CONFIGS:
         return SHORT_QUERY_CONFIGS[(block_d, bool(causal), fp8)]
     return (FP8_CONFIGS if fp8 else CONFIGS)[(block_d, bool(causal))]
 
@@ -211,12 +224,13 @@ def forward(q, k, v, out, lse, dims: AttnDims, layout: str, causal: bool, qk_sca
     fp8 inputs (given :func:`eligible_fp8`) read v position-contiguous and scale the output by ``o_scale``
     (v's descale), and K through the permuted rank-5 view (:func:`_permuted_k_descriptor`, ``PERMUTE_K``) where k
     allows it.  ``config`` = (BLOCK_N, STAGES, consumers, persistent, ping-pong) overrides :func:`default_config`
-    (``CONFIGS`` / ``FP8_CONFIGS``, ``SHORT_CAUSAL_CONFIGS``)."""
+    (``CONFIGS`` / ``FP8_CONFIGS``, ``SHORT_CAUSAL_CONFIGS``, ``SHORT_QUERY_CONFIGS``)."""
     fp8 = q.dtype == torch.float8_e4m3fn
-    block_n, stages, consumers, persistent, pingpong = config or default_config(dims, causal, fp8)
+    permuted = fp8 and PERMUTE_K and k_permutable(k, layout, dims)
+    block_n, stages, consumers, persistent, pingpong = config or default_config(dims, causal, fp8, permuted)
     regs, maxnreg = REGISTERS[consumers]
     b, d = dims.batch, dims.head_dim
-    k_desc = _permuted_k_descriptor(k, layout, dims, block_n) if fp8 and PERMUTE_K else None
+    k_desc = _permuted_k_descriptor(k, layout, dims, block_n) if permuted else None
     descs = (descriptor(q, layout, b, dims.heads_q, dims.len_q, d, ROWS),
              k_desc or descriptor(k, layout, b, dims.heads_kv, dims.len_k, d, block_n),
              descriptor(v, layout, b, dims.heads_kv, dims.len_k, d, block_n, transposed=fp8),

@@ -35,6 +35,7 @@
 # call12 (H200): the shipped code on an H200: head dim 64 without a mask, three consumers against the previous two
 #        (bf16 and fp8); the suite's fp8 and L4096 forward rows; the H200 baseline's fp8 and d64 forward entries
 #        re-made from two runs.
+# call13 (H100): after the review: fp8 keeps two consumers where K cannot be read permuted; the attention GPU tests.
 # Calls 2-8 ran from a copy of this script whose GPU_TAG line had, by a bad edit, swallowed a second copy of the
 # heredocs and call blocks inside its $(...); its `*) echo h100` branch matched first, so none of those call blocks
 # ran there (its heredocs only rewrote the same /tmp files).
@@ -304,6 +305,10 @@ case "$CALL" in
     echo "baseline update rc=$?"
     tail -4 "${LOG}_baseline_update.log"
     tar -czf "$OUT/baseline_h200.tgz" baselines/NVIDIA_H200
+    ;;
+  call13)
+    timeout 240 python3 -m pytest tests/kernels/test_attention.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
+      | tail -4 | tee "${LOG}_gpu_tests.log"
     ;;
   call2)
     install_perfci || exit 3

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from kernels import attention_ws
-from kernels._checks import LOG2E
+from kernels._checks import LOG2E, padded_dim
 from kernels._checks import check_attention as check_dims
 from kernels.attention import (
     FP8_DTYPES,
@@ -261,7 +261,8 @@ def test_fp8_auto_prefers_the_kernel_measured_faster(d, seq, causal, gluon):
     (128, 512, True, False, 64, 2), (128, 2047, True, False, 64, 2), (128, 2048, True, False, 128, 2),
     (128, 512, False, False, 128, 2), (96, 512, True, False, 64, 2), (64, 512, True, False, 128, 2),
     (128, 512, True, True, 128, 2), (64, 1024, False, False, 128, 2), (64, 1024, False, True, 128, 2),
-    (64, 2048, False, True, 128, 3), (64, 2048, False, False, 128, 3), (64, 4096, True, True, 128, 2)])
+    (64, 2048, False, True, 128, 3), (64, 2048, False, False, 128, 3), (64, 4096, True, True, 128, 2),
+    (48, 4096, False, False, 128, 3)])
 def test_gluon_default_config_by_length(d, seq, causal, fp8, block_n, consumers):
     """16-bit causal attention over few keys takes 64-key tiles at padded head dim 128 (measured faster at 512
     keys, slower at 4096); head dim 64 without a mask takes three consumers from 2048 queries; everything else
@@ -270,8 +271,26 @@ def test_gluon_default_config_by_length(d, seq, causal, fp8, block_n, consumers)
     config = attention_ws.default_config(check_dims(q, q, q, "bhld", HEAD_DIMS), causal, fp8)
     assert (config[0], config[2]) == (block_n, consumers)
     table = attention_ws.FP8_CONFIGS if fp8 else attention_ws.CONFIGS
-    short = block_n == 64 or (seq < attention_ws.SHORT_QUERY_MAX_LEN and (d, causal) == (64, False))
-    assert short or config == table[(max(16, 1 << (d - 1).bit_length()), causal)]
+    short = block_n == 64 or (seq < attention_ws.SHORT_QUERY_MAX_LEN and (padded_dim(d), causal) == (64, False))
+    assert short or config == table[(padded_dim(d), causal)]
+
+
+@pytest.mark.parametrize(("lq", "lk", "consumers"), [(1024, 8192, 2), (8192, 512, 3)])
+def test_gluon_three_consumers_go_by_query_length(lq, lk, consumers):
+    """Three consumers at head dim 64 without a mask from SHORT_QUERY_MAX_LEN queries, whatever the key length."""
+    q, k = torch.empty(1, 1, lq, 64, dtype=torch.bfloat16), torch.empty(1, 1, lk, 64, dtype=torch.bfloat16)
+    assert attention_ws.default_config(check_dims(q, k, k, "bhld", HEAD_DIMS), False, False)[2] == consumers
+
+
+@pytest.mark.parametrize(("layout", "hk", "permutable"), [("bhld", 2, True), ("blhd", 1, True), ("blhd", 2, False)])
+def test_fp8_three_consumers_only_with_permuted_k(layout, hk, permutable):
+    """fp8 at head dim 64 takes three consumers only where K can be read permuted (P then stays in its threads,
+    packed); otherwise two (three spill 804 bytes, offline build)."""
+    k = torch.empty(_shape(2, hk, 4096, 64, layout), dtype=torch.float8_e4m3fn)
+    q = torch.empty(_shape(2, 4, 4096, 64, layout), dtype=torch.float8_e4m3fn)
+    dims = check_dims(q, k, k, layout, HEAD_DIMS, dtypes=FP8_DTYPES)
+    assert attention_ws.k_permutable(k, layout, dims) is permutable
+    assert attention_ws.default_config(dims, False, True, permutable)[2] == (3 if permutable else 2)
 
 
 @pytest.mark.parametrize(("b", "h", "seq", "layout", "permuted"), [
@@ -417,6 +436,7 @@ def test_fp8_forward_gpu(d, causal, v_pos_contig, gen):
     (3, 4, 1, 1, 528, 96, False, "blhd", torch.bfloat16),
     (1, 4, 4, 777, 784, 80, False, "bhld", torch.float32),
     (2, 4, 2, 2100, 2064, 64, False, "bhld", torch.bfloat16),  # three consumers (SHORT_QUERY_MAX_LEN)
+    (2, 4, 2, 2100, 2064, 64, False, "blhd", torch.bfloat16),  # K not permutable: two consumers
 ])
 def test_fp8_forward_each_kernel_gpu(impl, b, hq, hk, lq, lk, d, causal, layout, out_dtype, gen):
     """The Gluon and the Triton fp8 forward (v position-contiguous) at ragged shapes: GQA, Lq != Lk both ways,
