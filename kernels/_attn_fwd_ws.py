@@ -240,10 +240,17 @@ def _softmax(s, m_i, l_i, rows, start_n, LK, diag, qk_scale, p_layout: gl.conste
     return p, alpha, m_new, l_i
 
 
+@gluon.constexpr_function
+def _packs_p(dtype, perm_k):
+    """Whether P is carried packed (``PACK_P``): fp8 with K read permuted, each thread then holding its P·V operand
+    keys."""
+    return dtype.primitive_bitwidth == 8 and bool(perm_k) and bool(PACK_P)
+
+
 @gluon.jit
 def _carried_p(p, dtype: gl.constexpr, PERM_K: gl.constexpr):
-    """P as carried to the next step's P·V wgmma: packed by :func:`_pack_p` where ``PACK_P`` applies."""
-    if dtype.primitive_bitwidth == 8 and PERM_K and PACK_P:
+    """P as carried to the next step's P·V wgmma: packed by :func:`_pack_p` where :func:`_packs_p`."""
+    if _packs_p(dtype, PERM_K):
         return _pack_p(p)
     else:
         return p
@@ -286,7 +293,7 @@ def _p_operand(p, dtype: gl.constexpr, p_layout: gl.constexpr, PERM_K: gl.conste
     """P as the P·V wgmma's A operand: fp8 arrives packed (``PACK_P``: only renamed here) or in fp32 and is packed
     here, four values per register by one conversion pair (a loop-carried fp8 tensor would be carried as separate
     bytes and re-packed)."""
-    if dtype.primitive_bitwidth == 8 and PERM_K and PACK_P:
+    if _packs_p(dtype, PERM_K):
         op = _unpack_p(p, p_layout)
     elif dtype.primitive_bitwidth == 8:
         op = gl.inline_asm_elementwise("cvt.rn.satfinite.e4m3x2.f32 $0, $2, $1;", "=h,r,r", [p],

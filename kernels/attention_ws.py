@@ -69,11 +69,11 @@ FP8_CONFIGS: dict[tuple[int, bool], Config] = {
     (128, False): (128, 3, 2, True, True), (128, True): (128, 2, 2, False, False),
     (64, False): (128, 2, 3, True, True), (64, True): (128, 3, 2, False, False),
 }
-# Fewer than SHORT_QUERY_MAX_LEN queries: (BLOCK_D, causal, fp8) -> config.  Head dim 64 without a mask keeps two
-# consumers there: three (192-row blocks, more rows idle in the last one) measured at 1024 queries -4 % in fp8 (H100,
-# session 13, call 10; +8.6 / +10.3 / +10.7 % at L2048 / 4096 / 16384) and -6 % in bf16 on an H200 (call 12; H100
-# +0.6 %).
-SHORT_QUERY_CONFIGS: dict[tuple[int, bool, bool], Config] = {
+# Where three consumers do not pay: (BLOCK_D, causal, fp8) -> a two-consumer config, taken below SHORT_QUERY_MAX_LEN
+# queries and for fp8 whose K cannot be read permuted (default_config).  Head dim 64 without a mask: three consumers
+# (192-row blocks, more rows idle in the last one) measured at 1024 queries -4 % in fp8 (H100, session 13, call 10;
+# +8.6 / +10.3 / +10.7 % at L2048 / 4096 / 16384) and -6 % in bf16 on an H200 (call 12; H100 +0.6 %).
+TWO_CONSUMER_CONFIGS: dict[tuple[int, bool, bool], Config] = {
     (64, False, False): (128, 3, 2, True, False), (64, False, True): (128, 3, 2, True, False)}
 SHORT_QUERY_MAX_LEN = 2048  # measured at 1024 (two consumers faster or equal) and 2048 (three faster)
 # 16-bit causal attention over fewer than SHORT_CAUSAL_MAX_LEN keys: BLOCK_D -> config.  64-key tiles lose less of
@@ -132,18 +132,22 @@ def eligible_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.T
 PREFER_FP8_BLOCK_D = (64, 128)
 
 
+def _measured_faster(dims: AttnDims, causal: bool, block_ds: tuple[int, ...]) -> bool:
+    """The routing rule both dtypes share: a padded head dim in ``block_ds``, and with a causal mask below
+    ``PREFER_CAUSAL_MIN_BLOCK_D`` only from ``PREFER_CAUSAL_SMALL_D_MIN_LEN`` keys."""
+    block_d = padded_dim(dims.head_dim)
+    return block_d in block_ds and (not causal or block_d >= PREFER_CAUSAL_MIN_BLOCK_D
+                                    or dims.len_k >= PREFER_CAUSAL_SMALL_D_MIN_LEN)
+
+
 def preferred_fp8(dims: AttnDims, causal: bool) -> bool:
     """True where fp8 "auto" should take the Gluon kernel (given :func:`eligible_fp8`): where it measured faster."""
-    block_d = padded_dim(dims.head_dim)
-    return block_d in PREFER_FP8_BLOCK_D and (not causal or block_d >= PREFER_CAUSAL_MIN_BLOCK_D
-                                              or dims.len_k >= PREFER_CAUSAL_SMALL_D_MIN_LEN)
+    return _measured_faster(dims, causal, PREFER_FP8_BLOCK_D)
 
 
 def preferred(dims: AttnDims, causal: bool) -> bool:
     """True where "auto" should take the Gluon kernel (given :func:`eligible`): where it measured faster."""
-    block_d = padded_dim(dims.head_dim)
-    return block_d in PREFER_BLOCK_D and (not causal or block_d >= PREFER_CAUSAL_MIN_BLOCK_D
-                                          or dims.len_k >= PREFER_CAUSAL_SMALL_D_MIN_LEN)
+    return _measured_faster(dims, causal, PREFER_BLOCK_D)
 
 
 @functools.cache
@@ -198,15 +202,15 @@ def _permuted_k_descriptor(k: torch.Tensor, layout: str, dims: AttnDims, rows: i
 def default_config(dims: AttnDims, causal: bool, fp8: bool, permuted_k: bool = True) -> Config:
     """The configuration :func:`forward` runs without an explicit one: ``CONFIGS`` / ``FP8_CONFIGS`` by padded
     head dim and mask, for 16-bit causal attention over fewer than ``SHORT_CAUSAL_MAX_LEN`` keys the
-    ``SHORT_CAUSAL_CONFIGS`` entry where there is one, and over fewer than ``SHORT_QUERY_MAX_LEN`` queries the
-    ``SHORT_QUERY_CONFIGS`` one.  fp8 whose K cannot be read permuted (``permuted_k`` False: P is then exchanged
-    between threads and carried in fp32) keeps two consumers: three spill 804 bytes there (offline build)."""
+    ``SHORT_CAUSAL_CONFIGS`` entry where there is one, and the ``TWO_CONSUMER_CONFIGS`` one over fewer than
+    ``SHORT_QUERY_MAX_LEN`` queries or for fp8 whose K cannot be read permuted (``permuted_k`` False: P is then
+    exchanged between threads and carried in fp32, and three consumers spill 804 bytes, offline build)."""
     block_d = padded_dim(dims.head_dim)
     if not fp8 and causal and dims.len_k < SHORT_CAUSAL_MAX_LEN and block_d in SHORT_CAUSAL_CONFIGS:
         return SHORT_CAUSAL_CONFIGS[block_d]
-    short = dims.len_q < SHORT_QUERY_MAX_LEN or (fp8 and not permuted_k)
-    if short and (block_d, bool(causal), fp8) in SHORT_QUERY_CONFIGS:
-        return SHORT_QUERY_CONFIGS[(block_d, bool(causal), fp8)]
+    two_consumers = dims.len_q < SHORT_QUERY_MAX_LEN or (fp8 and not permuted_k)
+    if two_consumers and (block_d, bool(causal), fp8) in TWO_CONSUMER_CONFIGS:
+        return TWO_CONSUMER_CONFIGS[(block_d, bool(causal), fp8)]
     return (FP8_CONFIGS if fp8 else CONFIGS)[(block_d, bool(causal))]
 
 
@@ -224,7 +228,7 @@ def forward(q, k, v, out, lse, dims: AttnDims, layout: str, causal: bool, qk_sca
     fp8 inputs (given :func:`eligible_fp8`) read v position-contiguous and scale the output by ``o_scale``
     (v's descale), and K through the permuted rank-5 view (:func:`_permuted_k_descriptor`, ``PERMUTE_K``) where k
     allows it.  ``config`` = (BLOCK_N, STAGES, consumers, persistent, ping-pong) overrides :func:`default_config`
-    (``CONFIGS`` / ``FP8_CONFIGS``, ``SHORT_CAUSAL_CONFIGS``, ``SHORT_QUERY_CONFIGS``)."""
+    (``CONFIGS`` / ``FP8_CONFIGS``, ``SHORT_CAUSAL_CONFIGS``, ``TWO_CONSUMER_CONFIGS``)."""
     fp8 = q.dtype == torch.float8_e4m3fn
     permuted = fp8 and PERMUTE_K and k_permutable(k, layout, dims)
     block_n, stages, consumers, persistent, pingpong = config or default_config(dims, causal, fp8, permuted)
