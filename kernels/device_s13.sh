@@ -36,6 +36,7 @@
 #        (bf16 and fp8); the suite's fp8 and L4096 forward rows; the H200 baseline's fp8 and d64 forward entries
 #        re-made from two runs.
 # call13 (H100): after the review: fp8 keeps two consumers where K cannot be read permuted; the attention GPU tests.
+# call14 (H100): after the review of git diff 4eefc17.. (_packs_p, _measured_faster, TWO_CONSUMER_CONFIGS): the same.
 # Calls 2-8 ran from a copy of this script whose GPU_TAG line had, by a bad edit, swallowed a second copy of the
 # heredocs and call blocks inside its $(...); its `*) echo h100` branch matched first, so none of those call blocks
 # ran there (its heredocs only rewrote the same /tmp files).
@@ -306,7 +307,7 @@ case "$CALL" in
     tail -4 "${LOG}_baseline_update.log"
     tar -czf "$OUT/baseline_h200.tgz" baselines/NVIDIA_H200
     ;;
-  call13)
+  call13|call14)
     timeout 240 python3 -m pytest tests/kernels/test_attention.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
       | tail -4 | tee "${LOG}_gpu_tests.log"
     ;;
