@@ -269,12 +269,13 @@ def matmul(
     ``config`` (a CONFIGS tuple; 6 entries = EPI 0, no flattening), ``use_tma`` and ``persistent`` are
     tuning knobs (``kernels/tune.py``); the defaults autotune on GPU.  Decode-sized products
     (``use_splitk``: M <= SPLITK_MAX_M with too few output tiles to fill the GPU) go through the split-K
-    kernels (``kernels/matmul_splitk.py``); ``split_k`` forces a split count there (0: never split);
+    kernels (``kernels/matmul_splitk.py``) unless the TMA kernel's wide tiles fill the GPU (below); ``split_k``
+    forces a split count there (0: never split);
     ``splitk_fused`` forces the reduction into the last-arriving program (True) or a second kernel (False);
     ``misaligned_b`` overrides MISALIGNED_B, ``repack`` REPACK_CONFIG.  ``splitk_tma`` (a
     ``matmul_splitk.SPLITK_TMA_CONFIG`` tuple) runs the tensor-descriptor split-K kernel; by default it is used
-    for SPLITK_MAX_M < M <= SMALL_M when SPLITK_TMA_CONFIG is set and ``default_tma_config`` picks a config, and
-    for M <= SPLITK_MAX_M not split by ``use_splitk`` where one of its WIDE_TMA_CONFIGS fits.  ``ws`` (a
+    for M <= SMALL_M where ``default_tma_config`` picks a config (one of its WIDE_TMA_CONFIGS where their tiles fill
+    the GPU, also ahead of split-K; else, for M > SPLITK_MAX_M, SPLITK_TMA_CONFIG).  ``ws`` (a
     ``_matmul_gluon.WS_CONFIG`` tuple) runs the warp-specialised Gluon kernel (``misaligned_b="ws"`` picks it
     with its default config for a misaligned B); ValueError where it cannot run.  ``gluon``: True / False takes
     / avoids that kernel (default config) wherever it can run; None (default): ``gluon_default`` decides, for
@@ -297,14 +298,14 @@ def matmul(
     if k == 0:
         return c.zero_()
     sms = num_sms(a.device)
-    if split_k or (split_k is None and config is None and use_splitk(m, n, k, sms)):
-        return matmul_splitk(a, b, c, sms, split=split_k, fused=splitk_fused)
     if splitk_tma is None and split_k is None and config is None and m <= SMALL_M \
             and tma_ok(a, b, c):  # row-major B (tma_ok needs unit last strides): tma_splitk_ok holds too
-        # M <= SPLITK_MAX_M here: use_splitk declined (N fills the SMs), so only the wide tiles may apply
+        # the TMA kernel's wide tiles where they fill the GPU, also ahead of split-K; for M <= SPLITK_MAX_M only those
         cfg = _sk.default_tma_config(m, n, k, sms, wide_only=m <= SPLITK_MAX_M)
         if cfg is not None:
             return matmul_splitk_tma(a, b, c, cfg)
+    if split_k or (split_k is None and config is None and use_splitk(m, n, k, sms)):
+        return matmul_splitk(a, b, c, sms, split=split_k, fused=splitk_fused)
     if splitk_tma is not None:
         if not tma_splitk_ok(a, b, c):
             raise ValueError("splitk_tma needs row-major a, b, out with 16-byte aligned pitches")

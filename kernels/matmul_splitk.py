@@ -167,14 +167,15 @@ def matmul_splitk(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, num_sms: in
 # 8.8 us vs 12.4 (persistent kernel) and cuBLAS 8.4; the same tiles with in-kernel descriptors 11.5; every
 # split (2-8, 64-256 columns) slower (10.7-36.7).
 SPLITK_TMA_CONFIG: tuple | None = (1, 32, 128, 4, 6, True)
-# Wider unsplit tiles where SPLITK_TMA_CONFIG's do not fit in one wave (any M <= 64 not split by
-# kernels.matmul.use_splitk), tried in order: taken when their tiles fill between WIDE_MIN_WAVE and one wave of
-# the SMs (kernels/NOTES.md session 10).  H100, call 4, against the persistent kernel: 1x / 32x / 64x14336x4096
-# in 112 64x128 tiles 41.8 / 41.8 / 42.2 us against 44.0 / 43.0 / 43.7, 64x8192 in 128 64x64 tiles 25.0 against
-# 27.0, 96 tiles (16x12288, 64x6144) 37.2 / 20.5 against 38.0 / 23.0, but 86 tiles (16x11008) 35.2 against 34.7;
-# H200, call 2: 16x14336x4096 36.1 against 38.0.
-WIDE_TMA_CONFIGS: tuple[tuple, ...] = ((1, 64, 128, 4, 6, True), (1, 128, 128, 4, 4, True))
-WIDE_MIN_WAVE = 0.7
+# Wider unsplit tiles, widest first, for any M <= 64 (ahead of split-K and of SPLITK_TMA_CONFIG's narrow tiles): taken
+# when they fill at least WIDE_MIN_FILL of the waves they make (tiles / (waves x SMs)).  Session 14 (A's box fitted
+# to M, kernels/NOTES.md), graph-timed, H100 / H200 against the previous default: 16x14336x4096 in 112 128-column
+# tiles 40.8 / 28.6 us against 43.2 / 35.8 (cuBLAS 46.1 / 29.8), 16x11008 (86 tiles, 0.65 of a wave) 31.6 / 22.9
+# against 35.5 / 30.0 (the persistent kernel), 16x28672 (224 tiles, two waves) 80.9 / 56.1 against 83.9 / 70.4,
+# 16x8192 in 128 64-column tiles 24.8 / 18.3 against split-K's 26.8 / 20.1, 16x6144 (96 of them) 19.5 / 13.1 against
+# 23.2 / 15.8; at 16x4096 (64 such tiles) split-K stays ahead (9.2 against 11.9 us on the H100).
+WIDE_TMA_CONFIGS: tuple[tuple, ...] = ((1, 128, 128, 4, 4, True), (1, 64, 128, 4, 6, True))
+WIDE_MIN_FILL = 0.65
 
 
 def tma_splitk_ok(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
@@ -196,21 +197,27 @@ def default_tma_split(m: int, n: int, k: int, num_sms: int) -> int:
     return split if split >= 2 else 0
 
 
-def default_tma_config(m: int, n: int, k: int, num_sms: int, wide_only: bool = False) -> tuple | None:
-    """The TMA kernel's config for an M <= 64 product not split by ``kernels.matmul.use_splitk``: SPLITK_TMA_CONFIG
-    (with ``default_tma_split``'s split) where it applies (not with ``wide_only``), else the first of
-    WIDE_TMA_CONFIGS whose tiles fill at least WIDE_MIN_WAVE of one wave and no more than one wave; None (the
-    persistent kernel) otherwise."""
-    if SPLITK_TMA_CONFIG is None:
-        return None
-    split = 0 if wide_only else default_tma_split(m, n, k, num_sms)
-    if split:
-        return (split, *SPLITK_TMA_CONFIG[1:])
+def wide_tma_config(m: int, n: int, num_sms: int) -> tuple | None:
+    """The first of WIDE_TMA_CONFIGS whose tiles fill at least WIDE_MIN_FILL of the waves they make, else None."""
     for cfg in WIDE_TMA_CONFIGS:
         tiles = triton.cdiv(m, 64) * triton.cdiv(n, cfg[1])
-        if WIDE_MIN_WAVE * num_sms <= tiles <= num_sms:
+        if tiles >= WIDE_MIN_FILL * triton.cdiv(tiles, num_sms) * num_sms:
             return cfg
     return None
+
+
+def default_tma_config(m: int, n: int, k: int, num_sms: int, wide_only: bool = False) -> tuple | None:
+    """The TMA kernel's config for an M <= 64 product on the default path: ``wide_tma_config``'s where it has one,
+    else SPLITK_TMA_CONFIG (with ``default_tma_split``'s split) where that applies (not with ``wide_only``, as for
+    M <= 16, which split-K serves better: kernels.matmul.use_splitk); None (split-K or the persistent kernel)
+    otherwise, and always when SPLITK_TMA_CONFIG is None (the TMA route off)."""
+    if SPLITK_TMA_CONFIG is None:
+        return None
+    wide = wide_tma_config(m, n, num_sms)
+    if wide is not None or wide_only:
+        return wide
+    split = default_tma_split(m, n, k, num_sms)
+    return (split, *SPLITK_TMA_CONFIG[1:]) if split else None
 
 
 def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple) -> torch.Tensor:
@@ -220,7 +227,10 @@ def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config:
     n = b.shape[1]
     split, bn, bk, warps, stages, host = config
     interp = interpreting()
-    bm = max(16, min(64, next_pow2(m))) if interp else 64
+    # A's box as many rows as M needs (16, 32 or 64; below 64 the product runs on mma.sync, not wgmma): a 64-row
+    # box zero-filled beyond M cost 5-28 % at M <= 32 (session 14: 16x14336x4096 28.6 against 36.1 us on an H200,
+    # 40.8 against 43.2 on an H100; 1x14336 28.3 against 39.0 / 40.1 against 41.9; 32x4096x4096 12.1 against 16.6)
+    bm = max(16, min(64, next_pow2(m)))
     if interp:
         bn, bk = min(bn, 32), min(bk, 16)
     k_tiles = triton.cdiv(k, bk)
@@ -245,4 +255,4 @@ def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config:
 
 
 __all__ = ["SPLITK_CONFIG", "SPLITK_TMA_CONFIG", "WIDE_TMA_CONFIGS", "choose_split", "default_tma_config",
-           "default_tma_split", "matmul_splitk", "matmul_splitk_tma"]
+           "default_tma_split", "matmul_splitk", "matmul_splitk_tma", "wide_tma_config"]

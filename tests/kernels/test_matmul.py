@@ -203,10 +203,11 @@ def test_matmul_gpu_split_k_tma(m, n, k, cfg, gen):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(("m", "n", "k"), [(64, 4096, 4096), (40, 2000, 1000), (17, 4096, 512), (16, 14336, 1024),
-                                           (1, 14336, 512), (64, 8192, 520), (33, 14336, 4096)])
+                                           (1, 14336, 512), (64, 8192, 520), (33, 14336, 4096), (8, 8192, 1000),
+                                           (3, 11008, 776), (16, 28672, 300), (24, 14336, 136)])
 def test_matmul_gpu_small_m_default(m, n, k, gen):
-    """M <= 64 on the default path (TMA split-K when SPLITK_TMA_CONFIG is set, its wide tiles where N fills a
-    wave of them), twice."""
+    """M <= 64 on the default path (the TMA kernel, A's box fitted to M: its wide tiles where they fill the GPU,
+    over one or more waves, else SPLITK_TMA_CONFIG's for M > 16, else split-K), twice."""
     for _ in range(2):
         check_matmul(m, n, k, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32)
 
@@ -234,26 +235,36 @@ def test_default_tma_split_rule(monkeypatch):
     assert sk.default_tma_split(64, 8192, 4096, 132) == 0
 
 
-def test_default_tma_config_rule():
+def test_default_tma_config_rule(monkeypatch):
     """Which M <= 64 products the default path sends through the TMA kernel, with which tiles (132 SMs)."""
     from kernels import matmul_splitk as sk
 
-    narrow, (mid, wide) = sk.SPLITK_TMA_CONFIG, sk.WIDE_TMA_CONFIGS
-    assert sk.default_tma_config(64, 4096, 4096, 132) == narrow  # 128 tiles of 32 columns
+    narrow, (wide, mid) = sk.SPLITK_TMA_CONFIG, sk.WIDE_TMA_CONFIGS
+    assert (wide[1], mid[1], narrow[1]) == (128, 64, 32)
+    assert sk.default_tma_config(64, 4096, 4096, 132) == narrow  # 128 tiles of 32 columns; 64 of 64: half a wave
     assert sk.default_tma_config(64, 8192, 4096, 132) == mid  # 256 narrow tiles: 128 of 64 columns
     assert sk.default_tma_config(32, 14336, 4096, 132) == wide  # 112 tiles of 128 columns
     assert sk.default_tma_config(16, 14336, 4096, 132, wide_only=True) == wide
     assert sk.default_tma_config(16, 12288, 4096, 132, wide_only=True) == wide  # 96 tiles: 0.73 of a wave
-    assert sk.default_tma_config(64, 6144, 4096, 132) == mid  # 96 tiles of 64 columns
-    assert sk.default_tma_config(16, 4096, 4096, 132, wide_only=True) is None  # not even half a wave
-    assert sk.default_tma_config(64, 11008, 4096, 132) is None  # 86 wide tiles (0.65 of a wave): under WIDE_MIN_WAVE
-    assert sk.default_tma_config(64, 28672, 4096, 132) is None  # more than one wave: the persistent kernel
+    assert sk.default_tma_config(64, 6144, 4096, 132) == mid  # 48 wide tiles are too few; 96 of 64 columns
+    assert sk.default_tma_config(16, 8192, 4096, 132, wide_only=True) == mid  # ahead of split-K
+    assert sk.default_tma_config(16, 6144, 4096, 132, wide_only=True) == mid
+    assert sk.default_tma_config(16, 4096, 4096, 132, wide_only=True) is None  # not even half a wave: split-K
+    assert sk.default_tma_config(16, 5120, 4096, 132, wide_only=True) is None  # 80 tiles: 0.61 of a wave
+    assert sk.default_tma_config(64, 11008, 4096, 132) == wide  # 86 tiles: 0.652 of a wave
+    assert sk.default_tma_config(64, 28672, 4096, 132) == wide  # 224 tiles: two waves, 0.85 full
+    assert sk.default_tma_config(16, 18688, 4096, 132, wide_only=True) == mid  # 146 wide tiles fill 0.55 of two
+    assert sk.wide_tma_config(16, 18688, 132) == mid  # waves; 292 of 64 columns 0.74 of three
+    assert sk.default_tma_config(64, 14336, 4096, 114) == wide  # another SM count: 112 tiles, 0.98 of a wave
+    monkeypatch.setattr(sk, "SPLITK_TMA_CONFIG", None)  # the TMA route off
+    assert sk.default_tma_config(16, 14336, 4096, 132, wide_only=True) is None
 
 
 @pytest.mark.gpu
 def test_matmul_gpu_small_m_takes_wide_tma_tiles(gen, monkeypatch):
-    """An M <= 16 product whose N fills the SMs (not split-K) goes through the TMA kernel's wide tiles, correct
-    (the default TMA route needs a GPU: never under the interpreter)."""
+    """An M <= 16 product whose N fills the SMs with 64-column tiles goes through the TMA kernel's wide tiles
+    (ahead of split-K where 64-column tiles are fewer than the SMs), correct (the default TMA route needs a GPU:
+    never under the interpreter)."""
     from kernels import matmul as mm
 
     seen = []
@@ -265,9 +276,12 @@ def test_matmul_gpu_small_m_takes_wide_tma_tiles(gen, monkeypatch):
 
     monkeypatch.setattr(mm, "matmul_splitk_tma", spy)
     sms = mm.num_sms(torch.device("cuda"))
-    n = sms * 64  # one wave of 64-column tiles, too many 32-column ones
-    check_matmul(5, n, 40, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32)
-    assert seen == [mm._sk.WIDE_TMA_CONFIGS[0]]
+    mid = mm._sk.WIDE_TMA_CONFIGS[1]
+    assert mid[1] == 64
+    for n in (sms * 64, sms * 48):  # one wave of 64-column tiles; 0.75 of one (split-K's ground before session 14)
+        check_matmul(5, n, 40, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32)
+    assert seen == [mid, mid]
+    assert mm.use_splitk(5, sms * 48, 1024, sms)
 
 
 @pytest.mark.parametrize("config", [None, (32, 32, 16, 2, 4, 1, 0, True)])
