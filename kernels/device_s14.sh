@@ -21,6 +21,7 @@
 #        after call 6) and M = 8: the pointer split-K kernel (splits 2-8 and its own, two tile shapes), the TMA kernel split 1-4
 #        with 16- to 64-column tiles (A's box fitted to M), beside the default route and cuBLAS.
 #        (call 9 was not run.)
+# call10 (H100): after the review (explicit knobs keep their path, more GPU rows): the GEMM GPU tests.
 # call1 (H100): programmatic dependent launch (PDL: kernels._checks.pdl_enter, decode.PDL, matmul_splitk.PDL) for
 #        the decode kernels and the decode-sized GEMMs: graph-timed A/B, PDL on against off, at the suite's decode
 #        shapes and M <= 64 GEMMs beside SDPA flash / cuBLAS; each also after a one-element add launched without
@@ -274,6 +275,10 @@ for m, n, k in [(32, 4096, 4096), (24, 4096, 4096), (48, 4096, 4096), (64, 4096,
 PY
 
 case "$CALL" in
+  call10)  # after the review: explicit knobs keep their path; new GPU rows; the GEMM GPU tests
+    timeout 250 python3 -m pytest tests/kernels/test_matmul.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
+      | tail -5 | tee "${LOG}_gpu_tests.log"
+    ;;
   call8|call9)  # 16 < M <= 64 at N = 4096 (L2-resident B) and M = 8: pointer / TMA split-K and narrow TMA tiles
     timeout 500 python3 /tmp/mid.py 2>&1 | tee "${LOG}_mid.log"
     ;;

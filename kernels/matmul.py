@@ -240,7 +240,9 @@ def repack_rows(b: torch.Tensor, config: tuple | None = None) -> torch.Tensor:
 
 def use_splitk(m: int, n: int, k: int, sms: int) -> bool:
     """Split K when M <= 16 and 64-column output tiles would leave SMs idle (H100: 1x4096x4096 8.9 us split
-    vs 21.8 us unsplit; at 16x14336x4096 and 64x4096x4096 splitting lost: 46.6 vs 42.9 us, 15.1 vs 11.6 us)."""
+    vs 21.8 us unsplit; at 16x14336x4096 and 64x4096x4096 splitting lost: 46.6 vs 42.9 us, 15.1 vs 11.6 us).
+    ``matmul`` asks this only where the TMA kernel's wide tiles (``matmul_splitk.wide_tma_config``) declined, i.e.
+    where 64-column tiles fill less than WIDE_MIN_FILL of a wave, or where the TMA route cannot run."""
     return m <= SPLITK_MAX_M and triton.cdiv(n, 64) < sms and k >= 1024
 
 
@@ -298,13 +300,14 @@ def matmul(
     if k == 0:
         return c.zero_()
     sms = num_sms(a.device)
-    if splitk_tma is None and split_k is None and config is None and m <= SMALL_M \
-            and tma_ok(a, b, c):  # row-major B (tma_ok needs unit last strides): tma_splitk_ok holds too
+    no_knob = (splitk_tma is None and split_k is None and config is None and use_tma is None and persistent
+               and splitk_fused is None and misaligned_b is None and repack is None and ws is None and not gluon)
+    if no_knob and m <= SMALL_M and tma_ok(a, b, c):  # row-major B (unit last strides): tma_splitk_ok holds too
         # the TMA kernel's wide tiles where they fill the GPU, also ahead of split-K; for M <= SPLITK_MAX_M only those
         cfg = _sk.default_tma_config(m, n, k, sms, wide_only=m <= SPLITK_MAX_M)
         if cfg is not None:
             return matmul_splitk_tma(a, b, c, cfg)
-    if split_k or (split_k is None and config is None and use_splitk(m, n, k, sms)):
+    if split_k or (split_k is None and config is None and splitk_tma is None and use_splitk(m, n, k, sms)):
         return matmul_splitk(a, b, c, sms, split=split_k, fused=splitk_fused)
     if splitk_tma is not None:
         if not tma_splitk_ok(a, b, c):

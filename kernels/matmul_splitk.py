@@ -4,8 +4,8 @@ With M this small the work is reading B once (memory-bound), and an (M, N) grid 
 programs to keep every SM's loads in flight (N = 4096 in 64-column tiles: 64 programs on 132 SMs).
 Each program here reduces one K chunk of one (BLOCK_M, BLOCK_N) tile into an fp32 workspace
 (SPLIT, M, N); the last program of each tile to finish sums the chunks and casts (FUSED_DEFAULT),
-or else a second kernel does.  Pointer loads (the A tile is mostly rows beyond M: a tensor descriptor
-would still stage the whole box in shared memory).
+or else a second kernel does, through pointer loads.  ``matmul_splitk_tma`` is the tensor-descriptor (TMA) kernel
+for the same products: unsplit tiles 32, 64 or 128 columns wide (or split), A's box as many rows as M needs.
 """
 
 from __future__ import annotations
@@ -161,19 +161,20 @@ def matmul_splitk(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, num_sms: in
     return c
 
 
-# TMA split-K for 16 < M <= 64 (matmul_splitk_tma): (split, BLOCK_N, BLOCK_K, num_warps, num_stages, host
-# descriptors); BLOCK_M = 64.  None: such M go through the persistent kernel (kernels/matmul.py) as before.
+# The TMA kernel's narrow tiles for 16 < M <= 64 (matmul_splitk_tma): (split, BLOCK_N, BLOCK_K, num_warps,
+# num_stages, host descriptors); BLOCK_M = the next power of two >= M, 16 to 64 (session 14; 64 before).  None: the
+# TMA route off (such M go through the persistent kernel, M <= 16 through split-K, as before session 6).
 # H100, 64x4096x4096 (kernels/NOTES.md session 6, call 1): unsplit 64x32 tiles with host-built descriptors
 # 8.8 us vs 12.4 (persistent kernel) and cuBLAS 8.4; the same tiles with in-kernel descriptors 11.5; every
 # split (2-8, 64-256 columns) slower (10.7-36.7).
 SPLITK_TMA_CONFIG: tuple | None = (1, 32, 128, 4, 6, True)
-# Wider unsplit tiles, widest first, for any M <= 64 (ahead of split-K and of SPLITK_TMA_CONFIG's narrow tiles): taken
-# when they fill at least WIDE_MIN_FILL of the waves they make (tiles / (waves x SMs)).  Session 14 (A's box fitted
-# to M, kernels/NOTES.md), graph-timed, H100 / H200 against the previous default: 16x14336x4096 in 112 128-column
-# tiles 40.8 / 28.6 us against 43.2 / 35.8 (cuBLAS 46.1 / 29.8), 16x11008 (86 tiles, 0.65 of a wave) 31.6 / 22.9
-# against 35.5 / 30.0 (the persistent kernel), 16x28672 (224 tiles, two waves) 80.9 / 56.1 against 83.9 / 70.4,
-# 16x8192 in 128 64-column tiles 24.8 / 18.3 against split-K's 26.8 / 20.1, 16x6144 (96 of them) 19.5 / 13.1 against
-# 23.2 / 15.8; at 16x4096 (64 such tiles) split-K stays ahead (9.2 against 11.9 us on the H100).
+# Wider unsplit tiles, widest first, for any M <= 64 (ahead of split-K and of SPLITK_TMA_CONFIG's narrow tiles):
+# taken when they fill at least WIDE_MIN_FILL of the waves they make (tiles / (waves x SMs)).  Session 14 (A's box
+# fitted to M; kernels/NOTES.md, calls 3-5), graph-timed, H100 / H200 against the previous default: 16x14336x4096 in
+# 112 128-column tiles 40.8 / 28.6 us against 43.2 / 35.8 (cuBLAS 46.1 / 29.8), 16x11008 (86 tiles, 0.65 of a wave)
+# 31.6 / 22.9 against 35.5 / 30.0 (the persistent kernel), 16x28672 (224 tiles, two waves) 80.9 / 56.1 against
+# 83.9 / 70.4, 16x8192 in 128 64-column tiles 24.8 / 18.3 against split-K's 26.8 / 20.1, 16x6144 (96 of them)
+# 19.5 / 13.1 against 23.2 / 15.8; at 16x4096 (64 such tiles) split-K stays ahead (9.2 against 11.9 us, H100).
 WIDE_TMA_CONFIGS: tuple[tuple, ...] = ((1, 128, 128, 4, 4, True), (1, 64, 128, 4, 6, True))
 WIDE_MIN_FILL = 0.65
 
@@ -228,7 +229,7 @@ def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config:
     split, bn, bk, warps, stages, host = config
     interp = interpreting()
     # A's box as many rows as M needs (16, 32 or 64; below 64 the product runs on mma.sync, not wgmma): a 64-row
-    # box zero-filled beyond M cost 5-28 % at M <= 32 (session 14: 16x14336x4096 28.6 against 36.1 us on an H200,
+    # box zero-filled beyond M cost 5-28 % at M <= 32 (session 14: 16x14336x4096 28.6 against 35.8 us on an H200,
     # 40.8 against 43.2 on an H100; 1x14336 28.3 against 39.0 / 40.1 against 41.9; 32x4096x4096 12.1 against 16.6)
     bm = max(16, min(64, next_pow2(m)))
     if interp:

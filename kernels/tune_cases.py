@@ -83,7 +83,8 @@ DEC_S8 = [(128, 4, 3, 0, False, False), (128, 8, 3, 0, False, False), (128, 4, 3
 # 34.3 us, 264 27.2, 528 x 64 rows 25.25 (88.6 % of copy), 128 x 8 warps x 4 stages 29.9
 DEC_FLOOR = [(528, 64, 4, 3), (1056, 64, 4, 3), (528, 128, 8, 3)]
 # 16 < M <= 64 through the tensor-descriptor split-K kernel (matmul_splitk_tma), graph-timed as "mmk" rows:
-# (split, BLOCK_N, BLOCK_K, warps, stages, host descriptors); BLOCK_M = 64.  Split 1 = unsplit, one tile per program.
+# (split, BLOCK_N, BLOCK_K, warps, stages, host descriptors); BLOCK_M = the next power of two >= M, 16 to 64 (64 before
+# session 14).  Split 1 = unsplit, one tile per program.
 MM_SKTMA = [(1, 32, 128, 4, 6, True), (1, 32, 128, 4, 6, False), (1, 64, 128, 4, 6, True),
             (2, 64, 128, 4, 6, True), (2, 64, 128, 4, 6, False), (2, 32, 128, 4, 3, True),
             (4, 128, 128, 4, 4, True), (4, 128, 128, 4, 4, False), (4, 128, 64, 4, 8, True),

@@ -212,7 +212,10 @@ def finals(args, log, copy_tbps: float = 0.0) -> list[str]:
     for m, n, k in cases.FINAL_MM if "mm" in args.final else []:
         a, bb = _randn((m, k), torch.bfloat16, 1), _randn((k, n), torch.bfloat16, 2)
         sms = matmul.num_sms(a.device)
-        split = matmul.use_splitk(m, n, k, sms)  # split-K bypasses the autotuner
+        # matmul's default TMA route (wide tiles, also ahead of split-K) and split-K both bypass the autotuner
+        tma_route = m <= matmul.SMALL_M and matmul.tma_ok(a, bb, a.new_empty((m, n))) and \
+            matmul_splitk.default_tma_config(m, n, k, sms, wide_only=m <= matmul.SPLITK_MAX_M) is not None
+        split = not tma_route and matmul.use_splitk(m, n, k, sms)
         mid_m = not split and matmul.SPLITK_MAX_M < m <= matmul.SMALL_M
         sktma = mid_m and matmul_splitk.default_tma_split(m, n, k, sms) > 0
         impls = {"ours": partial(matmul.matmul, a, bb), "cublas": partial(torch.matmul, a, bb)}
@@ -242,8 +245,8 @@ def finals(args, log, copy_tbps: float = 0.0) -> list[str]:
             for sp, cfg in FINAL_SPLITK:
                 impls[f"ours-splitk{sp}-{cfg[0]}"] = partial(matmul_splitk.matmul_splitk, a, bb, cc, sms,
                                                             split=sp, config=cfg, fused=True)
-        compare(f"mm {m}x{n}x{k}{' split-K' if split else ' split-K TMA' if sktma else ''}", impls,
-                _work("mm", (m, n, k))[0], graph=True, tuner=None if split or sktma else matmul._matmul_tuned)
+        compare(f"mm {m}x{n}x{k}{' split-K' if split else ' TMA' if tma_route else ''}", impls,
+                _work("mm", (m, n, k))[0], graph=True, tuner=None if split or tma_route else matmul._matmul_tuned)
     for d, seq, b in cases.FINAL_BWD if "bwd" in args.final else []:
         for causal in (False, True):
             q, k, v, do = (_randn((b, 16, seq, d), torch.bfloat16, i) for i in range(4))

@@ -204,7 +204,8 @@ def test_matmul_gpu_split_k_tma(m, n, k, cfg, gen):
 @pytest.mark.gpu
 @pytest.mark.parametrize(("m", "n", "k"), [(64, 4096, 4096), (40, 2000, 1000), (17, 4096, 512), (16, 14336, 1024),
                                            (1, 14336, 512), (64, 8192, 520), (33, 14336, 4096), (8, 8192, 1000),
-                                           (3, 11008, 776), (16, 28672, 300), (24, 14336, 136)])
+                                           (3, 11008, 776), (16, 28672, 300), (24, 14336, 136), (16, 8192, 4096),
+                                           (8, 6144, 1024), (64, 28672, 136)])
 def test_matmul_gpu_small_m_default(m, n, k, gen):
     """M <= 64 on the default path (the TMA kernel, A's box fitted to M: its wide tiles where they fill the GPU,
     over one or more waves, else SPLITK_TMA_CONFIG's for M > 16, else split-K), twice."""
@@ -260,6 +261,30 @@ def test_default_tma_config_rule(monkeypatch):
     assert sk.default_tma_config(16, 14336, 4096, 132, wide_only=True) is None
 
 
+def test_small_m_routing_keeps_explicit_knobs(monkeypatch):
+    """The default TMA route (wide tiles, ahead of split-K) is taken only where no knob is given; an explicit knob
+    keeps the path it names.  Routing only: TMA cannot run on the CPU, so tma_ok is forced true and the two kernels
+    record their calls instead of running."""
+    from kernels import matmul as mm
+
+    calls = []
+    monkeypatch.setattr(mm, "tma_ok", lambda *tensors: True)
+    monkeypatch.setattr(mm, "num_sms", lambda device: 132)
+    monkeypatch.setattr(mm, "matmul_splitk_tma", lambda a, b, c, cfg: calls.append(("tma", cfg)) or c)
+    monkeypatch.setattr(mm, "matmul_splitk", lambda a, b, c, sms, split=None, fused=None:
+                        calls.append(("split-K", split, fused)) or c)
+    a = torch.zeros(8, 1024, dtype=torch.bfloat16)
+    b = torch.zeros(1024, 8192, dtype=torch.bfloat16)  # 128 tiles of 64 columns: the wide route, not split-K
+    narrow = (2, 32, 128, 4, 6, True)
+    mm.matmul(a, b)
+    mm.matmul(a, b, splitk_fused=False)
+    mm.matmul(a, b, split_k=4)
+    mm.matmul(a, b, splitk_tma=narrow)
+    mm.matmul(a, b[:, :4096])  # 64 such tiles: split-K
+    assert calls == [("tma", mm._sk.WIDE_TMA_CONFIGS[1]), ("split-K", None, False), ("split-K", 4, None),
+                     ("tma", narrow), ("split-K", None, None)]
+
+
 @pytest.mark.gpu
 def test_matmul_gpu_small_m_takes_wide_tma_tiles(gen, monkeypatch):
     """An M <= 16 product whose N fills the SMs with 64-column tiles goes through the TMA kernel's wide tiles
@@ -278,10 +303,14 @@ def test_matmul_gpu_small_m_takes_wide_tma_tiles(gen, monkeypatch):
     sms = mm.num_sms(torch.device("cuda"))
     mid = mm._sk.WIDE_TMA_CONFIGS[1]
     assert mid[1] == 64
-    for n in (sms * 64, sms * 48):  # one wave of 64-column tiles; 0.75 of one (split-K's ground before session 14)
-        check_matmul(5, n, 40, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32)
+    # one wave of 64-column tiles; 0.75 of one with K = 1024, which use_splitk would split (before session 14 it did)
+    for n, k in ((sms * 64, 40), (sms * 48, 1024)):
+        check_matmul(5, n, k, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32)
     assert seen == [mid, mid]
     assert mm.use_splitk(5, sms * 48, 1024, sms)
+    seen.clear()  # an explicit knob keeps its path: split-K asked for, split-K given
+    check_matmul(5, sms * 48, 1024, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32, splitk_fused=True)
+    assert seen == []
 
 
 @pytest.mark.parametrize("config", [None, (32, 32, 16, 2, 4, 1, 0, True)])
