@@ -22,6 +22,8 @@
 #        with 16- to 64-column tiles (A's box fitted to M), beside the default route and cuBLAS.
 #        (call 9 was not run.)
 # call10 (H100): after the review (explicit knobs keep their path, more GPU rows): the GEMM GPU tests.
+# call11 (H100): the final main: every GPU test of the project (tests -m gpu, 8 xdist workers).
+# call12 (H100, the call-11 card): call 11's five failures again, one test at a time.
 # call1 (H100): programmatic dependent launch (PDL: kernels._checks.pdl_enter, decode.PDL, matmul_splitk.PDL) for
 #        the decode kernels and the decode-sized GEMMs: graph-timed A/B, PDL on against off, at the suite's decode
 #        shapes and M <= 64 GEMMs beside SDPA flash / cuBLAS; each also after a one-element add launched without
@@ -275,6 +277,20 @@ for m, n, k in [(32, 4096, 4096), (24, 4096, 4096), (48, 4096, 4096), (64, 4096,
 PY
 
 case "$CALL" in
+  call11)  # the final main: every GPU test of the project (kernels and perfci), installed as CI would
+    install_perfci || exit 3
+    timeout 540 python3 -m pytest tests -m gpu -q -p no:cacheprovider -n 8 2>&1 | tail -8 | tee "${LOG}_gpu_tests_all.log"
+    ;;
+  call12)  # call 11's five failures (8 xdist workers sharing the GPU) again, one at a time
+    install_perfci || exit 3
+    timeout 540 python3 -m pytest -q -p no:cacheprovider -p no:xdist \
+      "tests/test_plugin_gpu.py::test_gpu_run_records_device_time_clock_and_nvtx" \
+      "tests/test_jax_gpu.py::test_jax_matmul_median_is_within_5_percent_of_the_profiled_kernel_time" \
+      "tests/test_timing_gpu.py::test_graph_time_matches_cupti_kernel_time_for_a_memory_bound_copy" \
+      "tests/test_plugin_gpu.py::test_cuda_out_of_memory_fails_that_test_with_the_shapes_and_the_memory_state" \
+      "tests/test_plugin_gpu.py::test_perfci_run_fails_a_slowdown_only_when_a_second_fresh_process_confirms_it" \
+      2>&1 | tail -8 | tee "${LOG}_gpu_tests_rerun.log"
+    ;;
   call10)  # after the review: explicit knobs keep their path; new GPU rows; the GEMM GPU tests
     timeout 250 python3 -m pytest tests/kernels/test_matmul.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
       | tail -5 | tee "${LOG}_gpu_tests.log"
