@@ -24,6 +24,10 @@
 # call10 (H100): after the review (explicit knobs keep their path, more GPU rows): the GEMM GPU tests.
 # call11 (H100): the final main: every GPU test of the project (tests -m gpu, 8 xdist workers).
 # call12 (H100, the call-11 card): call 11's five failures again, one test at a time.
+# call13 (H100) / call14 (H200): the wide tiles (A's box fitted) below WIDE_MIN_FILL, where the default route is the
+#        persistent kernel (M <= 16 with N >= 8448, or M > 16 past one wave of narrow tiles) or split-K: LLM shapes
+#        such as 16x10240x8192 (80 128-column tiles, 0.61 of a wave), beside the default and cuBLAS.
+# call15 (H100): the shipped LAST_RESORT_MIN_FILL rule: call 13's script again, then the GEMM GPU tests.
 # call1 (H100): programmatic dependent launch (PDL: kernels._checks.pdl_enter, decode.PDL, matmul_splitk.PDL) for
 #        the decode kernels and the decode-sized GEMMs: graph-timed A/B, PDL on against off, at the suite's decode
 #        shapes and M <= 64 GEMMs beside SDPA flash / cuBLAS; each also after a one-element add launched without
@@ -33,7 +37,7 @@ set -o pipefail
 source kernels/device_lib.sh
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
-GPU_TAG=$(case "$CALL" in call2|call4|call5|call7|call9) echo h200;; *) echo h100;; esac)
+GPU_TAG=$(case "$CALL" in call2|call4|call5|call7|call9|call14) echo h200;; *) echo h100;; esac)
 LOG=$OUT/kernels_${GPU_TAG}_s14_${CALL}
 {
   date -u
@@ -276,7 +280,47 @@ for m, n, k in [(32, 4096, 4096), (24, 4096, 4096), (48, 4096, 4096), (64, 4096,
     print(f"mid {m}x{n}x{k} default {times['default'] * 1e3:.2f} us, cublas {times['cublas'] * 1e3:.2f}", flush=True)
 PY
 
+cat > /tmp/low.py <<'PY'
+import torch
+
+from kernels import matmul, matmul_splitk as sk, tune_cases
+from kernels.tune_bwd import _time
+
+sms = torch.cuda.get_device_properties(0).multi_processor_count
+for m, n, k in [(16, 10240, 8192), (1, 10240, 8192), (16, 9216, 4096), (32, 5120, 4096), (64, 10240, 8192),
+                (8, 10240, 4096), (16, 5120, 4096)]:
+    a = tune_cases.randn((m, k), torch.bfloat16, 0)
+    b = tune_cases.randn((k, n), torch.bfloat16, 1)
+    ref = a.float() @ b.float()
+    route = sk.default_tma_config(m, n, k, sms, wide_only=m <= matmul.SPLITK_MAX_M)
+    split = route is None and matmul.use_splitk(m, n, k, sms)
+    fns = {"default": lambda: matmul.matmul(a, b), "cublas": lambda: a @ b}
+    for name, cfg in (("w128", (1, 128, 128, 4, 4, True)), ("w64", (1, 64, 128, 4, 6, True)),
+                      ("w32", (1, 32, 128, 4, 6, True))):
+        fns[name] = lambda cfg=cfg: sk.matmul_splitk_tma(a, b, torch.empty((m, n), dtype=a.dtype, device=a.device), cfg)
+    for name, fn in list(fns.items()):
+        err = ((fn().float() - ref).norm() / ref.norm()).item()
+        if err > 1e-2:
+            print(f"  {m}x{n}x{k} {name}: WRONG rel err {err:.2e}", flush=True)
+            del fns[name]
+    times = {}
+    for r in range(3):
+        for name, fn in (list(fns.items()) if r % 2 == 0 else list(reversed(fns.items()))):
+            times[name] = min(_time(fn)[0], times.get(name, float("inf")))
+    for name, ms in sorted(times.items(), key=lambda kv: kv[1]):
+        note = f"  <- route {route}{' split-K' if split else ''}" if name == "default" else ""
+        print(f"low {m}x{n}x{k} {name:8s}: {ms * 1e3:7.2f} us (x{times['cublas'] / ms:.3f} cuBLAS){note}", flush=True)
+PY
+
 case "$CALL" in
+  call13|call14)  # wide tiles below WIDE_MIN_FILL where the default is the persistent kernel (or split-K)
+    timeout 400 python3 /tmp/low.py 2>&1 | tee "${LOG}_low.log"
+    ;;
+  call15)  # the shipped last-resort rule: call 13's shapes again (the default now the chosen tiles), the GEMM GPU tests
+    timeout 300 python3 /tmp/low.py 2>&1 | tee "${LOG}_low.log"
+    timeout 250 python3 -m pytest tests/kernels/test_matmul.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
+      | tail -5 | tee "${LOG}_gpu_tests.log"
+    ;;
   call11)  # the final main: every GPU test of the project (kernels and perfci), installed as CI would
     install_perfci || exit 3
     timeout 540 python3 -m pytest tests -m gpu -q -p no:cacheprovider -n 8 2>&1 | tail -8 | tee "${LOG}_gpu_tests_all.log"

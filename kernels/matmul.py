@@ -277,7 +277,8 @@ def matmul(
     ``misaligned_b`` overrides MISALIGNED_B, ``repack`` REPACK_CONFIG.  ``splitk_tma`` (a
     ``matmul_splitk.SPLITK_TMA_CONFIG`` tuple) runs the tensor-descriptor split-K kernel; by default it is used
     for M <= SMALL_M where ``default_tma_config`` picks a config (one of its WIDE_TMA_CONFIGS where their tiles fill
-    the GPU, also ahead of split-K; else, for M > SPLITK_MAX_M, SPLITK_TMA_CONFIG).  ``ws`` (a
+    the GPU, also ahead of split-K; else, for M > SPLITK_MAX_M, SPLITK_TMA_CONFIG; else, where split-K does not
+    apply, the tiles that fill at least half their waves rather than the persistent kernel).  ``ws`` (a
     ``_matmul_gluon.WS_CONFIG`` tuple) runs the warp-specialised Gluon kernel (``misaligned_b="ws"`` picks it
     with its default config for a misaligned B); ValueError where it cannot run.  ``gluon``: True / False takes
     / avoids that kernel (default config) wherever it can run; None (default): ``gluon_default`` decides, for
@@ -303,8 +304,9 @@ def matmul(
     no_knob = (splitk_tma is None and split_k is None and config is None and use_tma is None and persistent
                and splitk_fused is None and misaligned_b is None and repack is None and ws is None and not gluon)
     if no_knob and m <= SMALL_M and tma_ok(a, b, c):  # row-major B (unit last strides): tma_splitk_ok holds too
-        # the TMA kernel's wide tiles where they fill the GPU, also ahead of split-K; for M <= SPLITK_MAX_M only those
-        cfg = _sk.default_tma_config(m, n, k, sms, wide_only=m <= SPLITK_MAX_M)
+        # the TMA kernel's wide tiles where they fill the GPU, also ahead of split-K (which, where use_splitk holds,
+        # serves the rest); elsewhere its tiles rather than the persistent kernel
+        cfg = _sk.default_tma_config(m, n, k, sms, wide_only=m <= SPLITK_MAX_M and use_splitk(m, n, k, sms))
         if cfg is not None:
             return matmul_splitk_tma(a, b, c, cfg)
     if split_k or (split_k is None and config is None and splitk_tma is None and use_splitk(m, n, k, sms)):

@@ -177,6 +177,15 @@ SPLITK_TMA_CONFIG: tuple | None = (1, 32, 128, 4, 6, True)
 # 19.5 / 13.1 against 23.2 / 15.8; at 16x4096 (64 such tiles) split-K stays ahead (9.2 against 11.9 us, H100).
 WIDE_TMA_CONFIGS: tuple[tuple, ...] = ((1, 128, 128, 4, 4, True), (1, 64, 128, 4, 6, True))
 WIDE_MIN_FILL = 0.65
+# Where nothing above applies and the alternative is the persistent kernel (M <= 16 that split-K declines, M > 16
+# past one wave of narrow tiles), the first of WIDE_TMA_CONFIGS and the unsplit narrow tiles filling at least
+# LAST_RESORT_MIN_FILL of their waves (session 14, calls 13-14, H100 / H200 against the persistent kernel:
+# 16x10240x8192 in 80 128-column tiles, 0.61 of a wave, 56.8 / 41.1 against 62.2 / 52.1 us, 1x10240x8192 56.4 / 40.6
+# against 67.8 / 61.7, 16x9216x4096 (72 tiles, 0.55) 27.3 / 20.9 against 30.6 / 26.6, 64x10240x8192 58.7 / 41.7
+# against 59.7 / 44.1, 32x5120x4096 in 80 64-column tiles 18.0 / 17.6 against 22.2 / 19.4).  Against split-K the
+# bar stays WIDE_MIN_FILL: 16x5120x4096 (80 64-column tiles) 12.9 against 14.8 us on the H100 but 12.2 against 10.7
+# on the H200.
+LAST_RESORT_MIN_FILL = 0.5
 
 
 def tma_splitk_ok(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
@@ -198,27 +207,33 @@ def default_tma_split(m: int, n: int, k: int, num_sms: int) -> int:
     return split if split >= 2 else 0
 
 
-def wide_tma_config(m: int, n: int, num_sms: int) -> tuple | None:
-    """The first of WIDE_TMA_CONFIGS whose tiles fill at least WIDE_MIN_FILL of the waves they make, else None."""
-    for cfg in WIDE_TMA_CONFIGS:
+def wide_tma_config(m: int, n: int, num_sms: int, min_fill: float = WIDE_MIN_FILL,
+                    configs: tuple[tuple, ...] = WIDE_TMA_CONFIGS) -> tuple | None:
+    """The first of ``configs`` (unsplit) whose tiles fill at least ``min_fill`` of the waves they make, else None."""
+    for cfg in configs:
         tiles = triton.cdiv(m, 64) * triton.cdiv(n, cfg[1])
-        if tiles >= WIDE_MIN_FILL * triton.cdiv(tiles, num_sms) * num_sms:
+        if tiles >= min_fill * triton.cdiv(tiles, num_sms) * num_sms:
             return cfg
     return None
 
 
 def default_tma_config(m: int, n: int, k: int, num_sms: int, wide_only: bool = False) -> tuple | None:
-    """The TMA kernel's config for an M <= 64 product on the default path: ``wide_tma_config``'s where it has one,
-    else SPLITK_TMA_CONFIG (with ``default_tma_split``'s split) where that applies (not with ``wide_only``, as for
-    M <= 16, which split-K serves better: kernels.matmul.use_splitk); None (split-K or the persistent kernel)
-    otherwise, and always when SPLITK_TMA_CONFIG is None (the TMA route off)."""
+    """The TMA kernel's config for an M <= 64 product on the default path, in order: ``wide_tma_config``'s; with
+    ``wide_only`` (M <= 16 that kernels.matmul.use_splitk would split) nothing else, split-K serves the rest; for
+    M > 16, SPLITK_TMA_CONFIG (with ``default_tma_split``'s split) where that applies; else, instead of the
+    persistent kernel, the first of WIDE_TMA_CONFIGS and the unsplit narrow tiles that fills LAST_RESORT_MIN_FILL
+    of its waves.  None: split-K or the persistent kernel, and always when SPLITK_TMA_CONFIG is None (the TMA
+    route off)."""
     if SPLITK_TMA_CONFIG is None:
         return None
     wide = wide_tma_config(m, n, num_sms)
     if wide is not None or wide_only:
         return wide
-    split = default_tma_split(m, n, k, num_sms)
-    return (split, *SPLITK_TMA_CONFIG[1:]) if split else None
+    split = default_tma_split(m, n, k, num_sms) if m > 16 else 0  # 16: kernels.matmul.SPLITK_MAX_M
+    if split:
+        return (split, *SPLITK_TMA_CONFIG[1:])
+    narrow = (1, *SPLITK_TMA_CONFIG[1:])
+    return wide_tma_config(m, n, num_sms, LAST_RESORT_MIN_FILL, (*WIDE_TMA_CONFIGS, narrow))
 
 
 def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple) -> torch.Tensor:

@@ -205,7 +205,8 @@ def test_matmul_gpu_split_k_tma(m, n, k, cfg, gen):
 @pytest.mark.parametrize(("m", "n", "k"), [(64, 4096, 4096), (40, 2000, 1000), (17, 4096, 512), (16, 14336, 1024),
                                            (1, 14336, 512), (64, 8192, 520), (33, 14336, 4096), (8, 8192, 1000),
                                            (3, 11008, 776), (16, 28672, 300), (24, 14336, 136), (16, 8192, 4096),
-                                           (8, 6144, 1024), (64, 28672, 136)])
+                                           (8, 6144, 1024), (64, 28672, 136), (16, 10240, 1000), (32, 5120, 776),
+                                           (8, 9216, 520)])
 def test_matmul_gpu_small_m_default(m, n, k, gen):
     """M <= 64 on the default path (the TMA kernel, A's box fitted to M: its wide tiles where they fill the GPU,
     over one or more waves, else SPLITK_TMA_CONFIG's for M > 16, else split-K), twice."""
@@ -257,6 +258,13 @@ def test_default_tma_config_rule(monkeypatch):
     assert sk.default_tma_config(16, 18688, 4096, 132, wide_only=True) == mid  # 146 wide tiles fill 0.55 of two
     assert sk.wide_tma_config(16, 18688, 132) == mid  # waves; 292 of 64 columns 0.74 of three
     assert sk.default_tma_config(64, 14336, 4096, 114) == wide  # another SM count: 112 tiles, 0.98 of a wave
+    # where the alternative is the persistent kernel (not split-K): tiles filling half their waves
+    assert sk.default_tma_config(16, 10240, 8192, 132) == wide  # 80 tiles: 0.61 of a wave
+    assert sk.default_tma_config(16, 9216, 4096, 132) == wide  # 72 tiles: 0.55
+    assert sk.default_tma_config(32, 5120, 4096, 132) == mid  # 40 wide tiles (0.30); 80 of 64 columns (0.61)
+    assert sk.default_tma_config(64, 4352, 4096, 132) == mid  # 136 narrow tiles: past one wave; 68 mid (0.52)
+    assert sk.default_tma_config(16, 4096, 512, 132) == narrow  # K too short for split-K: 128 narrow tiles
+    assert sk.default_tma_config(16, 2048, 512, 132) is None  # 64 narrow tiles, 0.48: the persistent kernel
     monkeypatch.setattr(sk, "SPLITK_TMA_CONFIG", None)  # the TMA route off
     assert sk.default_tma_config(16, 14336, 4096, 132, wide_only=True) is None
 
@@ -281,8 +289,9 @@ def test_small_m_routing_keeps_explicit_knobs(monkeypatch):
     mm.matmul(a, b, split_k=4)
     mm.matmul(a, b, splitk_tma=narrow)
     mm.matmul(a, b[:, :4096])  # 64 such tiles: split-K
+    mm.matmul(a, torch.zeros(1024, 10240, dtype=torch.bfloat16))  # 160 such tiles: not split-K; 80 wide ones (0.61)
     assert calls == [("tma", mm._sk.WIDE_TMA_CONFIGS[1]), ("split-K", None, False), ("split-K", 4, None),
-                     ("tma", narrow), ("split-K", None, None)]
+                     ("tma", narrow), ("split-K", None, None), ("tma", mm._sk.WIDE_TMA_CONFIGS[0])]
 
 
 @pytest.mark.gpu
