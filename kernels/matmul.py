@@ -16,7 +16,7 @@ import triton.language as tl
 from kernels import _matmul_gluon as _mg
 from kernels import matmul_splitk as _sk
 from kernels._checks import check_device, check_dtype, interpreting, mma, set_triton_allocator, sm_count, tma_ok
-from kernels.matmul_splitk import matmul_splitk, matmul_splitk_tma, tma_splitk_ok
+from kernels.matmul_splitk import SPLITK_MAX_M, matmul_splitk, matmul_splitk_tma, tma_splitk_ok
 
 
 @triton.jit
@@ -165,7 +165,6 @@ def _tma_ok(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
     return tma_ok(a, b if b.stride(1) == 1 else b.t(), c)
 
 
-SPLITK_MAX_M = 16
 # Row-major B whose row pitch is not a multiple of 128 bytes (H100, 4000x5000x3000: the same GEMM on a
 # 5120-column pitch ran 642-655 vs 469 TFLOPS; padding C's pitch changed nothing): "tma" (descriptor anyway),
 # "ptr" (cp.async pointer loads for B, B_PTR: slower, 407-431), "repack" (copy B to a 128-byte pitch first:
@@ -241,7 +240,7 @@ def repack_rows(b: torch.Tensor, config: tuple | None = None) -> torch.Tensor:
 def use_splitk(m: int, n: int, k: int, sms: int) -> bool:
     """Split K when M <= 16 and 64-column output tiles would leave SMs idle (H100: 1x4096x4096 8.9 us split
     vs 21.8 us unsplit; at 16x14336x4096 and 64x4096x4096 splitting lost: 46.6 vs 42.9 us, 15.1 vs 11.6 us).
-    ``matmul`` asks this only where the TMA kernel's wide tiles (``matmul_splitk.wide_tma_config``) declined, i.e.
+    ``matmul`` splits only where the TMA kernel's wide tiles (``matmul_splitk.wide_tma_config``) decline, i.e.
     where 64-column tiles fill less than WIDE_MIN_FILL of a wave, or where the TMA route cannot run."""
     return m <= SPLITK_MAX_M and triton.cdiv(n, 64) < sms and k >= 1024
 

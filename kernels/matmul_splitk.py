@@ -177,9 +177,11 @@ SPLITK_TMA_CONFIG: tuple | None = (1, 32, 128, 4, 6, True)
 # 19.5 / 13.1 against 23.2 / 15.8; at 16x4096 (64 such tiles) split-K stays ahead (9.2 against 11.9 us, H100).
 WIDE_TMA_CONFIGS: tuple[tuple, ...] = ((1, 128, 128, 4, 4, True), (1, 64, 128, 4, 6, True))
 WIDE_MIN_FILL = 0.65
+# The largest M that kernels.matmul sends to split-K (kernels.matmul.use_splitk); the narrow tiles serve larger M only.
+SPLITK_MAX_M = 16
 # Where nothing above applies and the alternative is the persistent kernel (M <= 16 that split-K declines, M > 16
-# past one wave of narrow tiles), the first of WIDE_TMA_CONFIGS and the unsplit narrow tiles filling at least
-# LAST_RESORT_MIN_FILL of their waves (session 14, calls 13-14, H100 / H200 against the persistent kernel:
+# past one wave of narrow tiles), the first of WIDE_TMA_CONFIGS filling at least LAST_RESORT_MIN_FILL of its waves
+# (session 14, calls 13-14, H100 / H200 against the persistent kernel:
 # 16x10240x8192 in 80 128-column tiles, 0.61 of a wave, 56.8 / 41.1 against 62.2 / 52.1 us, 1x10240x8192 56.4 / 40.6
 # against 67.8 / 61.7, 16x9216x4096 (72 tiles, 0.55) 27.3 / 20.9 against 30.6 / 26.6, 64x10240x8192 58.7 / 41.7
 # against 59.7 / 44.1, 32x5120x4096 in 80 64-column tiles 18.0 / 17.6 against 22.2 / 19.4).  Against split-K the
@@ -195,8 +197,8 @@ def tma_splitk_ok(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
 
 def default_tma_split(m: int, n: int, k: int, num_sms: int) -> int:
     """Split count of the default TMA split-K path (SPLITK_TMA_CONFIG's split, cut so the programs stay one wave
-    and every chunk has >= 4 K tiles), or 0 when that leaves fewer than 2 chunks (persistent kernel instead;
-    a split-1 config: 1 when its tiles fit in one wave)."""
+    and every chunk has >= 4 K tiles), or 0 when that leaves fewer than 2 chunks (``default_tma_config``'s last
+    resort instead, else the persistent kernel; a split-1 config: 1 when its tiles fit in one wave)."""
     if SPLITK_TMA_CONFIG is None:
         return 0
     want, bn, bk = SPLITK_TMA_CONFIG[:3]
@@ -207,10 +209,9 @@ def default_tma_split(m: int, n: int, k: int, num_sms: int) -> int:
     return split if split >= 2 else 0
 
 
-def wide_tma_config(m: int, n: int, num_sms: int, min_fill: float = WIDE_MIN_FILL,
-                    configs: tuple[tuple, ...] = WIDE_TMA_CONFIGS) -> tuple | None:
-    """The first of ``configs`` (unsplit) whose tiles fill at least ``min_fill`` of the waves they make, else None."""
-    for cfg in configs:
+def wide_tma_config(m: int, n: int, num_sms: int, min_fill: float = WIDE_MIN_FILL) -> tuple | None:
+    """The first of WIDE_TMA_CONFIGS whose tiles fill at least ``min_fill`` of the waves they make, else None."""
+    for cfg in WIDE_TMA_CONFIGS:
         tiles = triton.cdiv(m, 64) * triton.cdiv(n, cfg[1])
         if tiles >= min_fill * triton.cdiv(tiles, num_sms) * num_sms:
             return cfg
@@ -221,19 +222,19 @@ def default_tma_config(m: int, n: int, k: int, num_sms: int, wide_only: bool = F
     """The TMA kernel's config for an M <= 64 product on the default path, in order: ``wide_tma_config``'s; with
     ``wide_only`` (M <= 16 that kernels.matmul.use_splitk would split) nothing else, split-K serves the rest; for
     M > 16, SPLITK_TMA_CONFIG (with ``default_tma_split``'s split) where that applies; else, instead of the
-    persistent kernel, the first of WIDE_TMA_CONFIGS and the unsplit narrow tiles that fills LAST_RESORT_MIN_FILL
-    of its waves.  None: split-K or the persistent kernel, and always when SPLITK_TMA_CONFIG is None (the TMA
+    persistent kernel, the first of WIDE_TMA_CONFIGS that fills at least LAST_RESORT_MIN_FILL of its waves (where
+    the narrow tiles run past one wave, the 64-column ones fill more than half of theirs, so narrow tiles never
+    need this step).  None: split-K or the persistent kernel, and always when SPLITK_TMA_CONFIG is None (the TMA
     route off)."""
     if SPLITK_TMA_CONFIG is None:
         return None
     wide = wide_tma_config(m, n, num_sms)
     if wide is not None or wide_only:
         return wide
-    split = default_tma_split(m, n, k, num_sms) if m > 16 else 0  # 16: kernels.matmul.SPLITK_MAX_M
+    split = default_tma_split(m, n, k, num_sms) if m > SPLITK_MAX_M else 0
     if split:
         return (split, *SPLITK_TMA_CONFIG[1:])
-    narrow = (1, *SPLITK_TMA_CONFIG[1:])
-    return wide_tma_config(m, n, num_sms, LAST_RESORT_MIN_FILL, (*WIDE_TMA_CONFIGS, narrow))
+    return wide_tma_config(m, n, num_sms, LAST_RESORT_MIN_FILL)
 
 
 def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple) -> torch.Tensor:

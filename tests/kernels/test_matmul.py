@@ -209,7 +209,8 @@ def test_matmul_gpu_split_k_tma(m, n, k, cfg, gen):
                                            (8, 9216, 520)])
 def test_matmul_gpu_small_m_default(m, n, k, gen):
     """M <= 64 on the default path (the TMA kernel, A's box fitted to M: its wide tiles where they fill the GPU,
-    over one or more waves, else SPLITK_TMA_CONFIG's for M > 16, else split-K), twice."""
+    over one or more waves, else split-K where use_splitk holds, else SPLITK_TMA_CONFIG's for M > 16, else wide
+    tiles filling half their waves, else the persistent kernel), twice."""
     for _ in range(2):
         check_matmul(m, n, k, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32)
 
@@ -263,8 +264,9 @@ def test_default_tma_config_rule(monkeypatch):
     assert sk.default_tma_config(16, 9216, 4096, 132) == wide  # 72 tiles: 0.55
     assert sk.default_tma_config(32, 5120, 4096, 132) == mid  # 40 wide tiles (0.30); 80 of 64 columns (0.61)
     assert sk.default_tma_config(64, 4352, 4096, 132) == mid  # 136 narrow tiles: past one wave; 68 mid (0.52)
-    assert sk.default_tma_config(16, 4096, 512, 132) == narrow  # K too short for split-K: 128 narrow tiles
-    assert sk.default_tma_config(16, 2048, 512, 132) is None  # 64 narrow tiles, 0.48: the persistent kernel
+    assert sk.default_tma_config(16, 4096, 512, 132) is None  # K too short for split-K; narrow tiles (128) only
+    assert sk.default_tma_config(32, 4096, 512, 132) == narrow  # serve M > 16; so the persistent kernel at M = 16
+    assert sk.default_tma_config(64, 4480, 4096, 114) == mid  # 140 narrow tiles (two waves); 70 mid ones (0.61)
     monkeypatch.setattr(sk, "SPLITK_TMA_CONFIG", None)  # the TMA route off
     assert sk.default_tma_config(16, 14336, 4096, 132, wide_only=True) is None
 
