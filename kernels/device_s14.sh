@@ -29,6 +29,7 @@
 #        such as 16x10240x8192 (80 128-column tiles, 0.61 of a wave), beside the default and cuBLAS.
 # call15 (H100): the shipped LAST_RESORT_MIN_FILL rule: call 13's script again, then the GEMM GPU tests.
 # call16 (H100): after that rule's review (narrow tiles out of the last resort): the GEMM GPU tests.
+# call17 (H100): after the whole-diff review (one routing function, matmul.default_tma_route): the GEMM GPU tests.
 # call1 (H100): programmatic dependent launch (PDL: kernels._checks.pdl_enter, decode.PDL, matmul_splitk.PDL) for
 #        the decode kernels and the decode-sized GEMMs: graph-timed A/B, PDL on against off, at the suite's decode
 #        shapes and M <= 64 GEMMs beside SDPA flash / cuBLAS; each also after a one-element add launched without
@@ -316,6 +317,10 @@ PY
 case "$CALL" in
   call13|call14)  # wide tiles below WIDE_MIN_FILL where the default is the persistent kernel (or split-K)
     timeout 400 python3 /tmp/low.py 2>&1 | tee "${LOG}_low.log"
+    ;;
+  call17)  # after the whole-diff review (matmul.default_tma_route shared with tune_finals): the GEMM GPU tests
+    timeout 250 python3 -m pytest tests/kernels/test_matmul.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
+      | tail -5 | tee "${LOG}_gpu_tests.log"
     ;;
   call16)  # after the review of the last-resort rule (narrow tiles out of it, SPLITK_MAX_M moved): the GEMM GPU tests
     timeout 250 python3 -m pytest tests/kernels/test_matmul.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \

@@ -245,6 +245,17 @@ def use_splitk(m: int, n: int, k: int, sms: int) -> bool:
     return m <= SPLITK_MAX_M and triton.cdiv(n, 64) < sms and k >= 1024
 
 
+def default_tma_route(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, sms: int) -> tuple | None:
+    """The TMA kernel's config ``matmul`` takes for ``c = a @ b`` when no tuning knob is given, or None (split-K
+    where ``use_splitk`` holds, else the other kernels): M <= SMALL_M with row-major, TMA-aligned tensors, through
+    ``matmul_splitk.default_tma_config`` (where split-K applies, only its wide tiles come ahead of it)."""
+    m, k = a.shape
+    n = b.shape[1]
+    if m > SMALL_M or not tma_ok(a, b, c):  # row-major B (unit last strides): tma_splitk_ok holds too
+        return None
+    return _sk.default_tma_config(m, n, k, sms, wide_only=use_splitk(m, n, k, sms))
+
+
 def num_sms(device: torch.device) -> int:
     return sm_count(device, cpu_default=4)  # 4 on CPU keeps the persistent loop exercised in the interpreter
 
@@ -302,12 +313,9 @@ def matmul(
     sms = num_sms(a.device)
     no_knob = (splitk_tma is None and split_k is None and config is None and use_tma is None and persistent
                and splitk_fused is None and misaligned_b is None and repack is None and ws is None and not gluon)
-    if no_knob and m <= SMALL_M and tma_ok(a, b, c):  # row-major B (unit last strides): tma_splitk_ok holds too
-        # the TMA kernel's wide tiles where they fill the GPU, also ahead of split-K (which, where use_splitk holds,
-        # serves the rest); elsewhere its tiles rather than the persistent kernel
-        cfg = _sk.default_tma_config(m, n, k, sms, wide_only=m <= SPLITK_MAX_M and use_splitk(m, n, k, sms))
-        if cfg is not None:
-            return matmul_splitk_tma(a, b, c, cfg)
+    cfg = default_tma_route(a, b, c, sms) if no_knob else None
+    if cfg is not None:
+        return matmul_splitk_tma(a, b, c, cfg)
     if split_k or (split_k is None and config is None and splitk_tma is None and use_splitk(m, n, k, sms)):
         return matmul_splitk(a, b, c, sms, split=split_k, fused=splitk_fused)
     if splitk_tma is not None:

@@ -213,9 +213,7 @@ def finals(args, log, copy_tbps: float = 0.0) -> list[str]:
         a, bb = _randn((m, k), torch.bfloat16, 1), _randn((k, n), torch.bfloat16, 2)
         sms = matmul.num_sms(a.device)
         # matmul's default TMA route (wide tiles, also ahead of split-K) and split-K both bypass the autotuner
-        tma_route = m <= matmul.SMALL_M and matmul.tma_ok(a, bb, a.new_empty((m, n))) and \
-            matmul_splitk.default_tma_config(m, n, k, sms, wide_only=m <= matmul.SPLITK_MAX_M
-                                             and matmul.use_splitk(m, n, k, sms)) is not None
+        tma_route = matmul.default_tma_route(a, bb, a.new_empty((m, n)), sms) is not None
         split = not tma_route and matmul.use_splitk(m, n, k, sms)
         mid_m = not split and matmul.SPLITK_MAX_M < m <= matmul.SMALL_M
         sktma = mid_m and matmul_splitk.default_tma_split(m, n, k, sms) > 0
