@@ -240,20 +240,20 @@ def repack_rows(b: torch.Tensor, config: tuple | None = None) -> torch.Tensor:
 def use_splitk(m: int, n: int, k: int, sms: int) -> bool:
     """Split K when M <= 16 and 64-column output tiles would leave SMs idle (H100: 1x4096x4096 8.9 us split
     vs 21.8 us unsplit; at 16x14336x4096 and 64x4096x4096 splitting lost: 46.6 vs 42.9 us, 15.1 vs 11.6 us).
-    ``matmul`` splits only where the TMA kernel's wide tiles (``matmul_splitk.wide_tma_config``) decline, i.e.
-    where 64-column tiles fill less than WIDE_MIN_FILL of a wave, or where the TMA route cannot run."""
+    ``matmul`` splits only where the TMA route cannot run (A, B or the output not row-major with 16-byte aligned
+    pitches): where it can, M <= matmul_splitk.SWAP_MAX_M always takes ``default_tma_route`` (session 15)."""
     return m <= SPLITK_MAX_M and triton.cdiv(n, 64) < sms and k >= 1024
 
 
 def default_tma_route(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, sms: int) -> tuple | None:
     """The TMA kernel's config ``matmul`` takes for ``c = a @ b`` when no tuning knob is given, or None (split-K
     where ``use_splitk`` holds, else the other kernels): M <= SMALL_M with row-major, TMA-aligned tensors, through
-    ``matmul_splitk.default_tma_config`` (where split-K applies, only its wide tiles come ahead of it)."""
+    ``matmul_splitk.default_tma_config`` (always a config for M <= matmul_splitk.SWAP_MAX_M)."""
     m, k = a.shape
     n = b.shape[1]
     if m > SMALL_M or not tma_ok(a, b, c):  # row-major B (unit last strides): tma_splitk_ok holds too
         return None
-    return _sk.default_tma_config(m, n, k, sms, wide_only=use_splitk(m, n, k, sms))
+    return _sk.default_tma_config(m, n, k, sms)
 
 
 def num_sms(device: torch.device) -> int:
@@ -281,14 +281,14 @@ def matmul(
     ``config`` (a CONFIGS tuple; 6 entries = EPI 0, no flattening), ``use_tma`` and ``persistent`` are
     tuning knobs (``kernels/tune.py``); the defaults autotune on GPU.  Decode-sized products
     (``use_splitk``: M <= SPLITK_MAX_M with too few output tiles to fill the GPU) go through the split-K
-    kernels (``kernels/matmul_splitk.py``) unless the TMA kernel's wide tiles fill the GPU (below); ``split_k``
+    kernels (``kernels/matmul_splitk.py``) where the TMA kernel cannot run (below); ``split_k``
     forces a split count there (0: never split);
     ``splitk_fused`` forces the reduction into the last-arriving program (True) or a second kernel (False);
     ``misaligned_b`` overrides MISALIGNED_B, ``repack`` REPACK_CONFIG.  ``splitk_tma`` (a
     ``matmul_splitk.SPLITK_TMA_CONFIG`` tuple) runs the tensor-descriptor split-K kernel; by default it is used
-    for M <= SMALL_M where ``default_tma_config`` picks a config (one of its WIDE_TMA_CONFIGS where their tiles fill
-    the GPU, also ahead of split-K; else, for M > SPLITK_MAX_M, SPLITK_TMA_CONFIG; else, where split-K does not
-    apply, the tiles that fill at least half their waves rather than the persistent kernel).  ``ws`` (a
+    for M <= SMALL_M where ``default_tma_config`` picks a config (M <= SWAP_MAX_M: its tiles computed transposed,
+    always, ahead of split-K; larger M: one of its WIDE_TMA_CONFIGS where their tiles fill the GPU, else
+    SPLITK_TMA_CONFIG, else the tiles that fill at least half their waves rather than the persistent kernel).  ``ws`` (a
     ``_matmul_gluon.WS_CONFIG`` tuple) runs the warp-specialised Gluon kernel (``misaligned_b="ws"`` picks it
     with its default config for a misaligned B); ValueError where it cannot run.  ``gluon``: True / False takes
     / avoids that kernel (default config) wherever it can run; None (default): ``gluon_default`` decides, for

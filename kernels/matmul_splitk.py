@@ -70,15 +70,31 @@ def _splitk_reduce(W, C, M, N, SPLIT, scm, scn, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _a_tile(A, a_desc, M, K, sam, off_m, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, A_PTR: tl.constexpr):
+    # A's (BLOCK_M, BLOCK_K) tile at K tile kt: through its TMA box, or (A_PTR: A is the raw pointer) by masked loads,
+    # so the box's rows past M are not zero-filled by the TMA unit
+    if A_PTR:
+        rows = off_m + tl.arange(0, BLOCK_M)
+        cols = kt * BLOCK_K + tl.arange(0, BLOCK_K)
+        return tl.load(A + rows[:, None].to(tl.int64) * sam + cols[None, :],
+                       mask=(rows[:, None] < M) & (cols[None, :] < K), other=0.0)
+    else:
+        return a_desc.load([off_m, kt * BLOCK_K])
+
+
+@triton.jit
 def _splitk_tma(A, B, W, C, LOCKS, M, N, K, KT_PER, sam, sbk, scm,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
-                HOST_DESC: tl.constexpr, DOT_F32: tl.constexpr):
+                HOST_DESC: tl.constexpr, DOT_F32: tl.constexpr, SWAP_AB: tl.constexpr = False,
+                A_PTR: tl.constexpr = False):
     # Tensor-descriptor (TMA) version of _splitk_partial with the fused reduction: program (pid_n, pid_m, s)
     # reduces K tiles [s * KT_PER, (s + 1) * KT_PER) of one (BLOCK_M, BLOCK_N) tile.  SPLIT == 1: the tile is
     # written to C directly (an unsplit, non-persistent GEMM).  Otherwise the fp32 partial goes to W (SPLIT, M, N)
     # and the last program of the tile to arrive adds the other SPLIT - 1 partials to its own (all loads in
     # flight at once: SPLIT is a constexpr) and writes C.  HOST_DESC: A and B are host-built TensorDescriptors
-    # (no descriptor written by every program at its start).
+    # (no descriptor written by every program at its start).  SWAP_AB: the tile is computed transposed, B's tile
+    # (BLOCK_N rows) as the product's M side and A's (BLOCK_M, the small M) as its N side, so BLOCK_N >= 64 runs on
+    # wgmma straight from shared memory whatever M is (else M < 64 runs on mma.sync through registers).
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     s = tl.program_id(2)
@@ -86,17 +102,28 @@ def _splitk_tma(A, B, W, C, LOCKS, M, N, K, KT_PER, sam, sbk, scm,
         a_desc = A
         b_desc = B
     else:
-        a_desc = tl.make_tensor_descriptor(A, [M, K], [sam, 1], [BLOCK_M, BLOCK_K])
+        if A_PTR:  # noqa: SIM108 (a Triton constexpr branch: only the taken side is built)
+            a_desc = A
+        else:
+            a_desc = tl.make_tensor_descriptor(A, [M, K], [sam, 1], [BLOCK_M, BLOCK_K])
         b_desc = tl.make_tensor_descriptor(B, [K, N], [sbk, 1], [BLOCK_K, BLOCK_N])
     off_m = pid_m * BLOCK_M
     off_n = pid_n * BLOCK_N
     kt_lo = s * KT_PER
     kt_hi = tl.minimum(kt_lo + KT_PER, tl.cdiv(K, BLOCK_K))
-    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-    for kt in range(kt_lo, kt_hi):
-        a = a_desc.load([off_m, kt * BLOCK_K])
-        b = b_desc.load([kt * BLOCK_K, off_n])
-        acc = mma(a, b, acc, DOT_F32)
+    if SWAP_AB:
+        acc_t = tl.zeros([BLOCK_N, BLOCK_M], tl.float32)
+        for kt in range(kt_lo, kt_hi):
+            a = _a_tile(A, a_desc, M, K, sam, off_m, kt, BLOCK_M, BLOCK_K, A_PTR)
+            b = b_desc.load([kt * BLOCK_K, off_n])
+            acc_t = mma(b.T, a.T, acc_t, DOT_F32)
+        acc = acc_t.T
+    else:
+        acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+        for kt in range(kt_lo, kt_hi):
+            a = _a_tile(A, a_desc, M, K, sam, off_m, kt, BLOCK_M, BLOCK_K, A_PTR)
+            b = b_desc.load([kt * BLOCK_K, off_n])
+            acc = mma(a, b, acc, DOT_F32)
     offs_m = off_m + tl.arange(0, BLOCK_M)
     offs_n = off_n + tl.arange(0, BLOCK_N)
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
@@ -188,6 +215,21 @@ SPLITK_MAX_M = 16
 # bar stays WIDE_MIN_FILL: 16x5120x4096 (80 64-column tiles) 12.9 against 14.8 us on the H100 but 12.2 against 10.7
 # on the H200.
 LAST_RESORT_MIN_FILL = 0.5
+# Session 15 (kernels/NOTES.md, calls 2-5): for M <= SWAP_MAX_M the tiles are computed transposed (SWAP_AB: wgmma
+# from shared memory, B's tile the product's M side) and that route replaces split-K and the narrow tiles.  H100,
+# graph-timed, x cuBLAS with B resident in L2 between replays / streamed from DRAM (the call cycling over copies of
+# B), against the previous default: 32x4096x4096 (64 64-column tiles) 1.01 / 1.03 against 0.70 / 0.99, 8x4096 0.94 /
+# 1.02 against 0.92 / 0.88 (split-K), 1x4096 1.08 / 1.03 against 1.04 / 0.91, 32x5120 1.12 / 1.01 against 0.76 /
+# 0.92, 16x4096x512 1.11 / 1.04 against 0.53 / 0.71 (the persistent kernel).  Above M = 48 (A's box 64 rows) the
+# unswapped tiles stay ahead: 56x4096 0.87 against 0.82, 64x4096 0.96 against 0.85.
+SWAP_MAX_M = 48
+# A read by masked pointer loads (cp.async) instead of its TMA box up to this M (A's box 16 rows: those past M,
+# zero-filled by the TMA unit, cost; H100 / H200 1x4096x4096 8.16 / 7.65 us against 9.90 / 8.19 with the box,
+# 8x4096 8.54 / 7.65 against 8.93 / 7.68).  Larger M mixed: 20x4096 9.21 against 10.15 us on the H100 but 9.29
+# against 8.41 on the H200, 40x4096 13.31 against 13.13 / 13.74 against 11.18.
+A_PTR_MAX_M = 8
+# num_stages of the swapped 64-column tiles when their K is split (too few tiles for half the SMs: N < 4224 on 132)
+SWAP_SPLIT_STAGES = 4
 
 
 def tma_splitk_ok(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
@@ -218,20 +260,48 @@ def wide_tma_config(m: int, n: int, num_sms: int, min_fill: float = WIDE_MIN_FIL
     return None
 
 
-def default_tma_config(m: int, n: int, k: int, num_sms: int, wide_only: bool = False) -> tuple | None:
-    """The TMA kernel's config for an M <= 64 product on the default path, in order: ``wide_tma_config``'s; with
-    ``wide_only`` (M <= 16 that kernels.matmul.use_splitk would split) nothing else, split-K serves the rest; for
-    M > 16, SPLITK_TMA_CONFIG (with ``default_tma_split``'s split) where that applies; else, instead of the
-    persistent kernel, the first of WIDE_TMA_CONFIGS that fills at least LAST_RESORT_MIN_FILL of its waves (where
-    the narrow tiles run past one wave, the 64-column ones fill more than half of theirs, so narrow tiles never
-    need this step).  None: split-K or the persistent kernel, and always when SPLITK_TMA_CONFIG is None (the TMA
-    route off)."""
+def box_rows(m: int) -> int:
+    """Rows of A's TMA box (BLOCK_M): the next power of two >= M, 16 to 64."""
+    return max(16, min(64, next_pow2(m)))
+
+
+def swapped_tma_config(m: int, n: int, k: int, num_sms: int) -> tuple:
+    """The default config for M <= SWAP_MAX_M: WIDE_TMA_CONFIGS' tiles computed transposed (SWAP_AB), the first
+    filling WIDE_MIN_FILL of its waves, else LAST_RESORT_MIN_FILL, else the 64-column ones, their K split where
+    they are too few for half the SMs (``swap_split``); A by pointer loads up to M = A_PTR_MAX_M."""
+    cfg = wide_tma_config(m, n, num_sms) or wide_tma_config(m, n, num_sms, LAST_RESORT_MIN_FILL)
+    split = 1
+    if cfg is None:
+        cfg = WIDE_TMA_CONFIGS[-1]
+        split = swap_split(n, k, cfg[1], cfg[2], num_sms)
+    _, bn, bk, warps, stages, host = cfg[:6]
+    if split > 1:
+        stages = SWAP_SPLIT_STAGES
+    return (split, bn, bk, warps, stages, host, True, m <= A_PTR_MAX_M)
+
+
+def swap_split(n: int, k: int, block_n: int, block_k: int, num_sms: int) -> int:
+    """K chunks for ``tiles`` = cdiv(n, block_n) tiles: as many as keep the programs within half the SMs, each
+    chunk at least 4 K tiles (1 at N = 4096 on 132 SMs: 64 tiles; 2 at N = 2048)."""
+    tiles = triton.cdiv(n, block_n)
+    return max(1, min(num_sms // (2 * tiles), triton.cdiv(k, block_k) // 4))
+
+
+def default_tma_config(m: int, n: int, k: int, num_sms: int) -> tuple | None:
+    """The TMA kernel's config for an M <= 64 product on the default path.  M <= SWAP_MAX_M: always
+    ``swapped_tma_config``'s.  Larger M: ``wide_tma_config``'s; else SPLITK_TMA_CONFIG (with
+    ``default_tma_split``'s split) where that applies; else, instead of the persistent kernel, the first of
+    WIDE_TMA_CONFIGS that fills at least LAST_RESORT_MIN_FILL of its waves (where the narrow tiles run past one
+    wave, the 64-column ones fill more than half of theirs, so narrow tiles never need this step).  None: the
+    persistent kernel, and always when SPLITK_TMA_CONFIG is None (the TMA route off)."""
     if SPLITK_TMA_CONFIG is None:
         return None
+    if m <= SWAP_MAX_M:
+        return swapped_tma_config(m, n, k, num_sms)
     wide = wide_tma_config(m, n, num_sms)
-    if wide is not None or wide_only:
+    if wide is not None:
         return wide
-    split = default_tma_split(m, n, k, num_sms) if m > SPLITK_MAX_M else 0
+    split = default_tma_split(m, n, k, num_sms)
     if split:
         return (split, *SPLITK_TMA_CONFIG[1:])
     return wide_tma_config(m, n, num_sms, LAST_RESORT_MIN_FILL)
@@ -239,15 +309,18 @@ def default_tma_config(m: int, n: int, k: int, num_sms: int, wide_only: bool = F
 
 def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple) -> torch.Tensor:
     """``c = a @ b`` through ``_splitk_tma`` (inputs validated by ``kernels.matmul.matmul``; ``tma_splitk_ok``).
-    ``config`` = (split, BLOCK_N, BLOCK_K, num_warps, num_stages, host descriptors) as SPLITK_TMA_CONFIG."""
+    ``config`` = (split, BLOCK_N, BLOCK_K, num_warps, num_stages, host descriptors) as SPLITK_TMA_CONFIG, then
+    optionally swap (the tile computed transposed: ``_splitk_tma``'s SWAP_AB, on wgmma where BLOCK_N >= 64) and
+    a_ptr (A by masked pointer loads instead of its TMA box: A_PTR)."""
     m, k = a.shape
     n = b.shape[1]
-    split, bn, bk, warps, stages, host = config
+    split, bn, bk, warps, stages, host, *rest = config
+    swap, a_ptr = (bool(x) for x in (*rest, False, False)[:2])
     interp = interpreting()
     # A's box as many rows as M needs (16, 32 or 64; below 64 the product runs on mma.sync, not wgmma): a 64-row
     # box zero-filled beyond M cost 5-28 % at M <= 32 (session 14: 16x14336x4096 28.6 against 35.8 us on an H200,
     # 40.8 against 43.2 on an H100; 1x14336 28.3 against 39.0 / 40.1 against 41.9; 32x4096x4096 12.1 against 16.6)
-    bm = max(16, min(64, next_pow2(m)))
+    bm = box_rows(m)
     if interp:
         bn, bk = min(bn, 32), min(bk, 16)
     k_tiles = triton.cdiv(k, bk)
@@ -259,7 +332,7 @@ def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config:
     if host:
         from triton.tools.tensor_descriptor import TensorDescriptor
 
-        da = TensorDescriptor(a, [m, k], [a.stride(0), 1], [bm, bk])
+        da = a if a_ptr else TensorDescriptor(a, [m, k], [a.stride(0), 1], [bm, bk])
         db = TensorDescriptor(b, [k, n], [b.stride(0), 1], [bk, bn])
     else:
         set_triton_allocator()
@@ -267,9 +340,10 @@ def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config:
     extra = {} if interp else {"num_warps": warps, "num_stages": stages}
     _splitk_tma[grid](da, db, work, c, locks, m, n, k, kt_per, a.stride(0), b.stride(0), c.stride(0),
                       BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT=split, HOST_DESC=bool(host),
-                      DOT_F32=interp, **extra)
+                      DOT_F32=interp, SWAP_AB=swap, A_PTR=a_ptr, **extra)
     return c
 
 
-__all__ = ["SPLITK_CONFIG", "SPLITK_TMA_CONFIG", "WIDE_TMA_CONFIGS", "choose_split", "default_tma_config",
-           "default_tma_split", "matmul_splitk", "matmul_splitk_tma", "wide_tma_config"]
+__all__ = ["SPLITK_CONFIG", "SPLITK_TMA_CONFIG", "WIDE_TMA_CONFIGS", "box_rows", "choose_split", "default_tma_config",
+           "default_tma_split", "matmul_splitk", "matmul_splitk_tma", "swap_split", "swapped_tma_config",
+           "wide_tma_config"]

@@ -157,13 +157,17 @@ def test_matmul_gpu_misaligned_b(m, n, k, how, gen):
 
 SKTMA_CFGS = [(1, 32, 128, 4, 6, True), (2, 64, 128, 4, 6, False), (4, 128, 128, 4, 4, True),
               (3, 128, 64, 4, 8, True)]
+# the tile computed transposed (swap), A by pointer loads (a_ptr), each alone and together, split and not
+SWAP_CFGS = [(1, 64, 128, 4, 6, True, True), (2, 64, 128, 4, 4, True, True, True),
+             (1, 32, 128, 4, 6, True, False, True), (3, 128, 64, 4, 8, False, True, True)]
 
 
-@pytest.mark.parametrize(("m", "n", "k"), [(40, 48, 56), (17, 72, 104), (64, 40, 136)])
-@pytest.mark.parametrize("cfg", SKTMA_CFGS)
+@pytest.mark.parametrize(("m", "n", "k"), [(40, 48, 56), (17, 72, 104), (64, 40, 136), (3, 40, 72)])
+@pytest.mark.parametrize("cfg", SKTMA_CFGS + SWAP_CFGS)
 def test_matmul_split_k_tma(m, n, k, cfg, device, gen):
-    """16 < M <= 64 through the tensor-descriptor split-K kernel (unsplit, split with the fused reduction; host
-    or device descriptors); twice, so the arrival counters' reset is exercised."""
+    """M <= 64 through the tensor-descriptor split-K kernel (unsplit, split with the fused reduction; host or
+    device descriptors; the tile transposed, A by pointer loads); twice, so the arrival counters' reset is
+    exercised."""
     from kernels.matmul_splitk import _LOCKS
 
     for _ in range(2):
@@ -193,8 +197,9 @@ def test_repack_rows_configs(rp, device, gen):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(("m", "n", "k"), [(64, 4096, 4096), (37, 1000, 3000), (48, 4104, 776)])
-@pytest.mark.parametrize("cfg", [*SKTMA_CFGS, (4, 128, 128, 8, 4, True), (8, 256, 64, 8, 4, True),
-                                 (2, 32, 128, 4, 3, True), (4, 64, 128, 4, 3, False)])
+@pytest.mark.parametrize("cfg", [*SKTMA_CFGS, *SWAP_CFGS, (4, 128, 128, 8, 4, True), (8, 256, 64, 8, 4, True),
+                                 (2, 32, 128, 4, 3, True), (4, 64, 128, 4, 3, False), (1, 128, 128, 4, 4, True, True),
+                                 (8, 64, 64, 4, 4, True, True, True)])
 def test_matmul_gpu_split_k_tma(m, n, k, cfg, gen):
     """TMA split-K on the GPU, three calls in a row (counters reset by the reducing program)."""
     for _ in range(3):
@@ -206,11 +211,14 @@ def test_matmul_gpu_split_k_tma(m, n, k, cfg, gen):
                                            (1, 14336, 512), (64, 8192, 520), (33, 14336, 4096), (8, 8192, 1000),
                                            (3, 11008, 776), (16, 28672, 300), (24, 14336, 136), (16, 8192, 4096),
                                            (8, 6144, 1024), (64, 28672, 136), (16, 10240, 1000), (32, 5120, 776),
-                                           (8, 9216, 520)])
+                                           (8, 9216, 520), (1, 4096, 4096), (20, 4096, 4096), (40, 4096, 1000),
+                                           (5, 2048, 4096), (7, 512, 8192), (48, 1000, 3000), (12, 4096, 512),
+                                           (1, 14336, 4096), (30, 64, 2000)])
 def test_matmul_gpu_small_m_default(m, n, k, gen):
-    """M <= 64 on the default path (the TMA kernel, A's box fitted to M: its wide tiles where they fill the GPU,
-    over one or more waves, else split-K where use_splitk holds, else SPLITK_TMA_CONFIG's for M > 16, else wide
-    tiles filling half their waves, else the persistent kernel), twice."""
+    """M <= 64 on the default path (the TMA kernel, A's box fitted to M; M <= 48: the tiles transposed, 128 or 64
+    columns, K split below a quarter of a wave of them, A by pointer loads up to M = 8; larger M:
+    its wide tiles where they fill the GPU, over one or more waves, else SPLITK_TMA_CONFIG's, else wide tiles filling
+    half their waves, else the persistent kernel), twice."""
     for _ in range(2):
         check_matmul(m, n, k, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32)
 
@@ -243,36 +251,47 @@ def test_default_tma_config_rule(monkeypatch):
     from kernels import matmul_splitk as sk
 
     narrow, (wide, mid) = sk.SPLITK_TMA_CONFIG, sk.WIDE_TMA_CONFIGS
-    assert (wide[1], mid[1], narrow[1]) == (128, 64, 32)
+    assert (wide[1], mid[1], narrow[1], sk.SWAP_MAX_M) == (128, 64, 32, 48)
+    # M > 48: the tiles as they are
     assert sk.default_tma_config(64, 4096, 4096, 132) == narrow  # 128 tiles of 32 columns; 64 of 64: half a wave
-    assert sk.default_tma_config(64, 8192, 4096, 132) == mid  # 256 narrow tiles: 128 of 64 columns
-    assert sk.default_tma_config(32, 14336, 4096, 132) == wide  # 112 tiles of 128 columns
-    assert sk.default_tma_config(16, 14336, 4096, 132, wide_only=True) == wide
-    assert sk.default_tma_config(16, 12288, 4096, 132, wide_only=True) == wide  # 96 tiles: 0.73 of a wave
+    assert sk.default_tma_config(56, 8192, 4096, 132) == mid  # 256 narrow tiles: 128 of 64 columns
     assert sk.default_tma_config(64, 6144, 4096, 132) == mid  # 48 wide tiles are too few; 96 of 64 columns
-    assert sk.default_tma_config(16, 8192, 4096, 132, wide_only=True) == mid  # ahead of split-K
-    assert sk.default_tma_config(16, 6144, 4096, 132, wide_only=True) == mid
-    assert sk.default_tma_config(16, 4096, 4096, 132, wide_only=True) is None  # not even half a wave: split-K
-    assert sk.default_tma_config(16, 5120, 4096, 132, wide_only=True) is None  # 80 tiles: 0.61 of a wave
     assert sk.default_tma_config(64, 11008, 4096, 132) == wide  # 86 tiles: 0.652 of a wave
     assert sk.default_tma_config(64, 28672, 4096, 132) == wide  # 224 tiles: two waves, 0.85 full
-    assert sk.default_tma_config(16, 18688, 4096, 132, wide_only=True) == mid  # 146 wide tiles fill 0.55 of two
-    assert sk.wide_tma_config(16, 18688, 132) == mid  # waves; 292 of 64 columns 0.74 of three
     assert sk.default_tma_config(64, 14336, 4096, 114) == wide  # another SM count: 112 tiles, 0.98 of a wave
-    # where the alternative is the persistent kernel (not split-K): tiles filling half their waves
-    assert sk.default_tma_config(16, 10240, 8192, 132) == wide  # 80 tiles: 0.61 of a wave
-    assert sk.default_tma_config(16, 9216, 4096, 132) == wide  # 72 tiles: 0.55
-    assert sk.default_tma_config(32, 5120, 4096, 132) == mid  # 40 wide tiles (0.30); 80 of 64 columns (0.61)
     assert sk.default_tma_config(64, 4352, 4096, 132) == mid  # 136 narrow tiles: past one wave; 68 mid (0.52)
-    assert sk.default_tma_config(16, 4096, 512, 132) is None  # K too short for split-K; narrow tiles (128) only
-    assert sk.default_tma_config(32, 4096, 512, 132) == narrow  # serve M > 16; so the persistent kernel at M = 16
     assert sk.default_tma_config(64, 4480, 4096, 114) == mid  # 140 narrow tiles (two waves); 70 mid ones (0.61)
+    assert sk.default_tma_config(49, 10240, 8192, 132) == wide  # 80 wide tiles (0.61): the last resort
+    # M <= 48: transposed (swap), A by pointer loads up to M = 8 (A's box rows: 16, 32 or 64)
+    def swapped(cfg, split=1, a_ptr=False, stages=None):
+        return (split, *cfg[1:4], stages or cfg[4], cfg[5], True, a_ptr)
+
+    assert [sk.box_rows(m) for m in (1, 16, 17, 32, 33, 48, 64)] == [16, 16, 32, 32, 64, 64, 64]
+    assert sk.default_tma_config(16, 14336, 4096, 132) == swapped(wide)  # 112 tiles of 128 columns
+    assert sk.default_tma_config(1, 14336, 4096, 132) == swapped(wide, a_ptr=True)  # 1 of A's 16 box rows
+    assert sk.default_tma_config(9, 14336, 4096, 132) == swapped(wide)
+    assert sk.default_tma_config(32, 12288, 4096, 132) == swapped(wide)  # 96 tiles: 0.73 of a wave
+    assert sk.default_tma_config(16, 8192, 4096, 132) == swapped(mid)  # 128 64-column tiles
+    assert sk.default_tma_config(20, 5120, 4096, 132) == swapped(mid)  # 80 tiles (0.61): the last resort
+    assert sk.default_tma_config(16, 10240, 8192, 132) == swapped(wide)  # 80 wide tiles (0.61), 160 mid (0.61)
+    assert sk.default_tma_config(16, 18688, 4096, 132) == swapped(mid)  # 146 wide tiles fill 0.55 of two waves
+    assert sk.default_tma_config(48, 4096, 4096, 132) == swapped(mid)  # 64 tiles (0.48): unsplit
+    assert sk.default_tma_config(8, 4096, 4096, 132) == swapped(mid, a_ptr=True)
+    assert sk.default_tma_config(12, 4096, 4096, 132) == swapped(mid)
+    assert sk.default_tma_config(16, 4096, 512, 132) == swapped(mid)  # short K: unsplit all the same
+    # fewer 64-column tiles than a quarter of the SMs: K split into chunks of >= 4 K tiles, about 66 programs
+    assert sk.default_tma_config(16, 2048, 4096, 132) == swapped(mid, split=2, stages=sk.SWAP_SPLIT_STAGES)
+    assert sk.default_tma_config(1, 512, 8192, 132) == swapped(mid, split=8, a_ptr=True, stages=sk.SWAP_SPLIT_STAGES)
+    assert sk.default_tma_config(32, 512, 1024, 132) == swapped(mid, split=2, stages=sk.SWAP_SPLIT_STAGES)
+    assert sk.default_tma_config(32, 512, 512, 132) == swapped(mid)  # 4 K tiles: no second chunk
+    assert sk.default_tma_config(32, 2048, 4096, 114) == swapped(mid)  # 114 SMs: 32 tiles are half of them
     monkeypatch.setattr(sk, "SPLITK_TMA_CONFIG", None)  # the TMA route off
-    assert sk.default_tma_config(16, 14336, 4096, 132, wide_only=True) is None
+    assert sk.default_tma_config(16, 14336, 4096, 132) is None
+    assert sk.default_tma_config(64, 14336, 4096, 132) is None
 
 
 def test_small_m_routing_keeps_explicit_knobs(monkeypatch):
-    """The default TMA route (wide tiles, ahead of split-K) is taken only where no knob is given; an explicit knob
+    """The default TMA route (ahead of split-K) is taken only where no knob is given; an explicit knob
     keeps the path it names.  Routing only: TMA cannot run on the CPU, so tma_ok is forced true and the two kernels
     record their calls instead of running."""
     from kernels import matmul as mm
@@ -284,23 +303,23 @@ def test_small_m_routing_keeps_explicit_knobs(monkeypatch):
     monkeypatch.setattr(mm, "matmul_splitk", lambda a, b, c, sms, split=None, fused=None:
                         calls.append(("split-K", split, fused)) or c)
     a = torch.zeros(8, 1024, dtype=torch.bfloat16)
-    b = torch.zeros(1024, 8192, dtype=torch.bfloat16)  # 128 tiles of 64 columns: the wide route, not split-K
+    b = torch.zeros(1024, 8192, dtype=torch.bfloat16)  # 128 tiles of 64 columns
     narrow = (2, 32, 128, 4, 6, True)
     mm.matmul(a, b)
     mm.matmul(a, b, splitk_fused=False)
     mm.matmul(a, b, split_k=4)
     mm.matmul(a, b, splitk_tma=narrow)
-    mm.matmul(a, b[:, :4096])  # 64 such tiles: split-K
-    mm.matmul(a, torch.zeros(1024, 10240, dtype=torch.bfloat16))  # 160 such tiles: not split-K; 80 wide ones (0.61)
-    assert calls == [("tma", mm._sk.WIDE_TMA_CONFIGS[1]), ("split-K", None, False), ("split-K", 4, None),
-                     ("tma", narrow), ("split-K", None, None), ("tma", mm._sk.WIDE_TMA_CONFIGS[0])]
+    mm.matmul(a, b[:, :4096])  # 64 such tiles, where split-K ran before session 15
+    mm.matmul(a, torch.zeros(1024, 10240, dtype=torch.bfloat16))  # 160 such tiles (0.61 of two waves); 80 wide ones
+    mid, wide = ((*cfg[:6], True, True) for cfg in reversed(mm._sk.WIDE_TMA_CONFIGS))  # swapped, A by pointer loads
+    assert calls == [("tma", mid), ("split-K", None, False), ("split-K", 4, None), ("tma", narrow), ("tma", mid),
+                     ("tma", wide)]
 
 
 @pytest.mark.gpu
 def test_matmul_gpu_small_m_takes_wide_tma_tiles(gen, monkeypatch):
-    """An M <= 16 product whose N fills the SMs with 64-column tiles goes through the TMA kernel's wide tiles
-    (ahead of split-K where 64-column tiles are fewer than the SMs), correct (the default TMA route needs a GPU:
-    never under the interpreter)."""
+    """An M <= 48 product goes through the TMA kernel's tiles transposed (ahead of split-K), correct, and an
+    explicit split-K knob keeps split-K (the default TMA route needs a GPU: never under the interpreter)."""
     from kernels import matmul as mm
 
     seen = []
@@ -314,10 +333,10 @@ def test_matmul_gpu_small_m_takes_wide_tma_tiles(gen, monkeypatch):
     sms = mm.num_sms(torch.device("cuda"))
     mid = mm._sk.WIDE_TMA_CONFIGS[1]
     assert mid[1] == 64
-    # one wave of 64-column tiles; 0.75 of one with K = 1024, which use_splitk would split (before session 14 it did)
+    # one wave of 64-column tiles; 0.75 of one with K = 1024, which use_splitk would split
     for n, k in ((sms * 64, 40), (sms * 48, 1024)):
         check_matmul(5, n, k, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32)
-    assert seen == [mid, mid]
+    assert seen == [(*mid, True, True)] * 2
     assert mm.use_splitk(5, sms * 48, 1024, sms)
     seen.clear()  # an explicit knob keeps its path: split-K asked for, split-K given
     check_matmul(5, sms * 48, 1024, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32, splitk_fused=True)
