@@ -4,8 +4,10 @@ With M this small the work is reading B once (memory-bound), and an (M, N) grid 
 programs to keep every SM's loads in flight (N = 4096 in 64-column tiles: 64 programs on 132 SMs).
 Each program here reduces one K chunk of one (BLOCK_M, BLOCK_N) tile into an fp32 workspace
 (SPLIT, M, N); the last program of each tile to finish sums the chunks and casts (FUSED_DEFAULT),
-or else a second kernel does, through pointer loads.  ``matmul_splitk_tma`` is the tensor-descriptor (TMA) kernel
-for the same products: unsplit tiles 32, 64 or 128 columns wide (or split), A's box as many rows as M needs.
+or else a second kernel does, through pointer loads (kernels.matmul takes it only where the TMA route cannot run).
+``matmul_splitk_tma`` is the tensor-descriptor (TMA) kernel for the same products, the default route: unsplit tiles
+32, 64 or 128 columns wide (or split), A's box as many rows as M needs, for M <= SWAP_MAX_M the tile computed
+transposed (on wgmma) and A by pointer loads up to A_PTR_MAX_M.
 """
 
 from __future__ import annotations
@@ -188,9 +190,9 @@ def matmul_splitk(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, num_sms: in
     return c
 
 
-# The TMA kernel's narrow tiles for 16 < M <= 64 (matmul_splitk_tma): (split, BLOCK_N, BLOCK_K, num_warps,
-# num_stages, host descriptors); BLOCK_M = the next power of two >= M, 16 to 64 (session 14; 64 before).  None: the
-# TMA route off (such M go through the persistent kernel, M <= 16 through split-K, as before session 6).
+# The TMA kernel's narrow tiles for SWAP_MAX_M < M <= 64 (16 < M before session 15; matmul_splitk_tma): (split,
+# BLOCK_N, BLOCK_K, num_warps, num_stages, host descriptors); BLOCK_M = the next power of two >= M, 16 to 64 (session
+# 14; 64 before).  None: the TMA route off (M > 16 through the persistent kernel, M <= 16 through split-K).
 # H100, 64x4096x4096 (kernels/NOTES.md session 6, call 1): unsplit 64x32 tiles with host-built descriptors
 # 8.8 us vs 12.4 (persistent kernel) and cuBLAS 8.4; the same tiles with in-kernel descriptors 11.5; every
 # split (2-8, 64-256 columns) slower (10.7-36.7).
@@ -204,7 +206,7 @@ SPLITK_TMA_CONFIG: tuple | None = (1, 32, 128, 4, 6, True)
 # 19.5 / 13.1 against 23.2 / 15.8; at 16x4096 (64 such tiles) split-K stays ahead (9.2 against 11.9 us, H100).
 WIDE_TMA_CONFIGS: tuple[tuple, ...] = ((1, 128, 128, 4, 4, True), (1, 64, 128, 4, 6, True))
 WIDE_MIN_FILL = 0.65
-# The largest M that kernels.matmul sends to split-K (kernels.matmul.use_splitk); the narrow tiles serve larger M only.
+# The largest M that kernels.matmul sends to split-K (kernels.matmul.use_splitk, where the TMA route cannot run).
 SPLITK_MAX_M = 16
 # Where nothing above applies and the alternative is the persistent kernel (M <= 16 that split-K declines, M > 16
 # past one wave of narrow tiles), the first of WIDE_TMA_CONFIGS filling at least LAST_RESORT_MIN_FILL of its waves
