@@ -2,6 +2,8 @@
 # Session-10 device calls (issue 16, the Gluon attention backward): bash kernels/device_s10.sh CALL (OUT set by the
 # tool).  Every step is guarded by `timeout`; a smoke run comes first, so a hang (an mbarrier deadlock) or a build
 # failure stops the call early.
+# (Session 15 removed matmul_splitk.default_tma_config's wide_only argument: the gemm2 script's route label no longer
+# runs as written.)
 # call1: DQ_LOADER (the loader warpgroup issues the dQ reduce-adds from two staging buffers per consumer): smoke
 #        against the 2-kernel scheme (both head dims and masks, GQA, ragged lengths), A/B graph-timed against the
 #        consumers issuing them, SDPA cuDNN beside; the pre-pass (delta, scratch zeroed) and the dQ post-pass

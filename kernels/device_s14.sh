@@ -14,6 +14,8 @@
 #        and 16x4096x14336 (small-n), then (H100 only) at the N >= 11008 shapes.
 # calls 2-5 ran with module flags that were not kept (TMA_BLOCK_M, TMA_A_PTR: docs/measurements/
 #        kernels_s14_gemm_a_side.patch), so /tmp/skm.py no longer runs as written.
+# Session 15 removed matmul_splitk.default_tma_config's wide_only argument: /tmp/low.py (calls 13-15) no longer runs as
+#        written either.
 # call6 (H100) / call7 (H200): the shipped change (A's box fitted to M always; WIDE_TMA_CONFIGS widest first, taken at
 #        any number of waves they fill to WIDE_MIN_FILL, ahead of split-K): the GEMM GPU tests, the suite's GEMM rows
 #        and the copy, the baseline's 16x14336x4096 entries re-made from two runs.

@@ -20,6 +20,8 @@
 #        Call 4 ran with A by pointer loads where M < 3/4 of A's box rows (M 1-8, 20, 40 here); shipped: M <= 8.
 # call7 (H200) / call8 (H100): the shipped route (A by pointer loads up to M = 8): the GEMM GPU tests, the suite's
 #        GEMM rows and the copy, the baselines' 1x4096x4096 and 16x14336x4096 entries re-made from two runs.
+# call9 (H100): after a review (swap_split capped at SWAP_MAX_SPLIT, GPU rows with A by pointer loads, K split and
+#        ragged K, N below one tile, one tile split 16 ways): the GEMM GPU tests.
 set -o pipefail
 source kernels/device_lib.sh
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
@@ -212,6 +214,10 @@ case "$CALL" in
     echo "baseline update rc=$?"
     tail -6 "${LOG}_baseline_update_mm.log"
     tar -czf "$OUT/baseline_${GPU_TAG}.tgz" baselines/
+    ;;
+  call9)  # after the review (swap_split capped at 16, more GPU rows): the GEMM GPU tests
+    timeout 250 python3 -m pytest tests/kernels/test_matmul.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
+      | tail -5 | tee "${LOG}_gpu_tests.log"
     ;;
   call2)  # the tile computed transposed (SWAP_AB), hot and cold B
     timeout 580 python3 /tmp/wide.py swap 2>&1 | tee "${LOG}_swap.log"

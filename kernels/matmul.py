@@ -240,8 +240,9 @@ def repack_rows(b: torch.Tensor, config: tuple | None = None) -> torch.Tensor:
 def use_splitk(m: int, n: int, k: int, sms: int) -> bool:
     """Split K when M <= 16 and 64-column output tiles would leave SMs idle (H100: 1x4096x4096 8.9 us split
     vs 21.8 us unsplit; at 16x14336x4096 and 64x4096x4096 splitting lost: 46.6 vs 42.9 us, 15.1 vs 11.6 us).
-    ``matmul`` splits only where the TMA route cannot run (A, B or the output not row-major with 16-byte aligned
-    pitches): where it can, M <= matmul_splitk.SWAP_MAX_M always takes ``default_tma_route`` (session 15)."""
+    ``matmul`` splits only where the TMA route cannot run (``tma_ok``: A, B or the output not row-major with 16-byte
+    aligned pitches, a GPU before sm_90, the CPU interpreter): where it can, M <= matmul_splitk.SWAP_MAX_M always
+    takes ``default_tma_route`` (session 15)."""
     return m <= SPLITK_MAX_M and triton.cdiv(n, 64) < sms and k >= 1024
 
 

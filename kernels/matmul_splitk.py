@@ -141,7 +141,7 @@ def _splitk_tma(A, B, W, C, LOCKS, M, N, K, KT_PER, sam, sbk, scm,
         if arrived == SPLIT - 1:
             for t in tl.static_range(SPLIT):
                 others = mask & (tl.full([1, BLOCK_N], t, tl.int32) != s)  # its own partial is in acc
-                acc += tl.load(W + t * M * N + w_off, mask=others, other=0.0, cache_modifier=".cg")
+                acc += tl.load(W + (t * M).to(tl.int64) * N + w_off, mask=others, other=0.0, cache_modifier=".cg")
             tl.store(c_ptrs, acc.to(C.dtype.element_ty), mask=mask)
             tl.atomic_xchg(LOCKS + tile, 0, sem="relaxed", scope="gpu")
 
@@ -203,35 +203,40 @@ SPLITK_TMA_CONFIG: tuple | None = (1, 32, 128, 4, 6, True)
 # 112 128-column tiles 40.8 / 28.6 us against 43.2 / 35.8 (cuBLAS 46.1 / 29.8), 16x11008 (86 tiles, 0.65 of a wave)
 # 31.6 / 22.9 against 35.5 / 30.0 (the persistent kernel), 16x28672 (224 tiles, two waves) 80.9 / 56.1 against
 # 83.9 / 70.4, 16x8192 in 128 64-column tiles 24.8 / 18.3 against split-K's 26.8 / 20.1, 16x6144 (96 of them)
-# 19.5 / 13.1 against 23.2 / 15.8; at 16x4096 (64 such tiles) split-K stays ahead (9.2 against 11.9 us, H100).
+# 19.5 / 13.1 against 23.2 / 15.8; at 16x4096 (64 such tiles) split-K stayed ahead (9.2 against 11.9 us, H100).
+# Since session 15 these tiles are computed transposed for M <= SWAP_MAX_M (swapped_tma_config).
 WIDE_TMA_CONFIGS: tuple[tuple, ...] = ((1, 128, 128, 4, 4, True), (1, 64, 128, 4, 6, True))
 WIDE_MIN_FILL = 0.65
 # The largest M that kernels.matmul sends to split-K (kernels.matmul.use_splitk, where the TMA route cannot run).
 SPLITK_MAX_M = 16
-# Where nothing above applies and the alternative is the persistent kernel (M <= 16 that split-K declines, M > 16
-# past one wave of narrow tiles), the first of WIDE_TMA_CONFIGS filling at least LAST_RESORT_MIN_FILL of its waves
-# (session 14, calls 13-14, H100 / H200 against the persistent kernel:
+# Where nothing above applies (M > SWAP_MAX_M past one wave of narrow tiles; for M <= SWAP_MAX_M the second step of
+# swapped_tma_config), the first of WIDE_TMA_CONFIGS filling at least LAST_RESORT_MIN_FILL of its waves (session 14,
+# before the tiles were transposed, calls 13-14, H100 / H200 against the persistent kernel:
 # 16x10240x8192 in 80 128-column tiles, 0.61 of a wave, 56.8 / 41.1 against 62.2 / 52.1 us, 1x10240x8192 56.4 / 40.6
 # against 67.8 / 61.7, 16x9216x4096 (72 tiles, 0.55) 27.3 / 20.9 against 30.6 / 26.6, 64x10240x8192 58.7 / 41.7
-# against 59.7 / 44.1, 32x5120x4096 in 80 64-column tiles 18.0 / 17.6 against 22.2 / 19.4).  Against split-K the
-# bar stays WIDE_MIN_FILL: 16x5120x4096 (80 64-column tiles) 12.9 against 14.8 us on the H100 but 12.2 against 10.7
-# on the H200.
+# against 59.7 / 44.1, 32x5120x4096 in 80 64-column tiles 18.0 / 17.6 against 22.2 / 19.4).  Against split-K it
+# kept WIDE_MIN_FILL then (16x5120x4096: 12.9 against 14.8 us on the H100 but 12.2 against 10.7 on the H200); the
+# transposed tiles ran it in 11.6 / 8.1 us in session 15 (calls 6 / 4), split-K 14.9 / 11.0.
 LAST_RESORT_MIN_FILL = 0.5
 # Session 15 (kernels/NOTES.md, calls 2-5): for M <= SWAP_MAX_M the tiles are computed transposed (SWAP_AB: wgmma
 # from shared memory, B's tile the product's M side) and that route replaces split-K and the narrow tiles.  H100,
 # graph-timed, x cuBLAS with B resident in L2 between replays / streamed from DRAM (the call cycling over copies of
 # B), against the previous default: 32x4096x4096 (64 64-column tiles) 1.01 / 1.03 against 0.70 / 0.99, 8x4096 0.94 /
 # 1.02 against 0.92 / 0.88 (split-K), 1x4096 1.08 / 1.03 against 1.04 / 0.91, 32x5120 1.12 / 1.01 against 0.76 /
-# 0.92, 16x4096x512 1.11 / 1.04 against 0.53 / 0.71 (the persistent kernel).  Above M = 48 (A's box 64 rows) the
-# unswapped tiles stay ahead: 56x4096 0.87 against 0.82, 64x4096 0.96 against 0.85.
+# 0.92, 16x4096x512 1.11 / 1.04 against 0.53 / 0.71 (the persistent kernel).  Above M = 48 the unswapped tiles stay
+# ahead (at 128 programs of 32 columns against 64 of 64): 56x4096 0.87 against 0.82, 64x4096 0.96 against 0.85.
 SWAP_MAX_M = 48
 # A read by masked pointer loads (cp.async) instead of its TMA box up to this M (A's box 16 rows: those past M,
 # zero-filled by the TMA unit, cost; H100 / H200 1x4096x4096 8.16 / 7.65 us against 9.90 / 8.19 with the box,
 # 8x4096 8.54 / 7.65 against 8.93 / 7.68).  Larger M mixed: 20x4096 9.21 against 10.15 us on the H100 but 9.29
 # against 8.41 on the H200, 40x4096 13.31 against 13.13 / 13.74 against 11.18.
 A_PTR_MAX_M = 8
-# num_stages of the swapped 64-column tiles when their K is split (too few tiles for half the SMs: N < 4224 on 132)
+# num_stages of the swapped 64-column tiles when their K is split (swap_split: no more tiles than a quarter of the
+# SMs, N <= 2112 on 132)
 SWAP_SPLIT_STAGES = 4
+# at most this many K chunks (SPLIT is a constexpr: the reducing program unrolls one load per chunk; 57 chunks at
+# BLOCK_M 64 spilled 3.8 KB in an offline sm_90 build, 16-33 none)
+SWAP_MAX_SPLIT = 16
 
 
 def tma_splitk_ok(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
@@ -270,7 +275,7 @@ def box_rows(m: int) -> int:
 def swapped_tma_config(m: int, n: int, k: int, num_sms: int) -> tuple:
     """The default config for M <= SWAP_MAX_M: WIDE_TMA_CONFIGS' tiles computed transposed (SWAP_AB), the first
     filling WIDE_MIN_FILL of its waves, else LAST_RESORT_MIN_FILL, else the 64-column ones, their K split where
-    they are too few for half the SMs (``swap_split``); A by pointer loads up to M = A_PTR_MAX_M."""
+    they are no more than a quarter of the SMs (``swap_split``); A by pointer loads up to M = A_PTR_MAX_M."""
     cfg = wide_tma_config(m, n, num_sms) or wide_tma_config(m, n, num_sms, LAST_RESORT_MIN_FILL)
     split = 1
     if cfg is None:
@@ -284,9 +289,9 @@ def swapped_tma_config(m: int, n: int, k: int, num_sms: int) -> tuple:
 
 def swap_split(n: int, k: int, block_n: int, block_k: int, num_sms: int) -> int:
     """K chunks for ``tiles`` = cdiv(n, block_n) tiles: as many as keep the programs within half the SMs, each
-    chunk at least 4 K tiles (1 at N = 4096 on 132 SMs: 64 tiles; 2 at N = 2048)."""
+    chunk at least 4 K tiles, at most SWAP_MAX_SPLIT (1 at N = 4096 on 132 SMs: 64 tiles; 2 at N = 2048)."""
     tiles = triton.cdiv(n, block_n)
-    return max(1, min(num_sms // (2 * tiles), triton.cdiv(k, block_k) // 4))
+    return max(1, min(num_sms // (2 * tiles), triton.cdiv(k, block_k) // 4, SWAP_MAX_SPLIT))
 
 
 def default_tma_config(m: int, n: int, k: int, num_sms: int) -> tuple | None:
@@ -319,7 +324,7 @@ def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config:
     split, bn, bk, warps, stages, host, *rest = config
     swap, a_ptr = (bool(x) for x in (*rest, False, False)[:2])
     interp = interpreting()
-    # A's box as many rows as M needs (16, 32 or 64; below 64 the product runs on mma.sync, not wgmma): a 64-row
+    # A's box as many rows as M needs (16, 32 or 64; below 64 and unswapped the product runs on mma.sync): a 64-row
     # box zero-filled beyond M cost 5-28 % at M <= 32 (session 14: 16x14336x4096 28.6 against 35.8 us on an H200,
     # 40.8 against 43.2 on an H100; 1x14336 28.3 against 39.0 / 40.1 against 41.9; 32x4096x4096 12.1 against 16.6)
     bm = box_rows(m)

@@ -114,7 +114,7 @@ def test_matmul_empty(device):
         (4096, 4096, 4096, torch.float16, True),
         (3000, 5000, 1000, torch.bfloat16, False),
         (1001, 777, 1003, torch.float16, False),  # unaligned strides: pointer path
-        (1, 4096, 4096, torch.bfloat16, False),  # decode-sized: split-K
+        (1, 4096, 4096, torch.bfloat16, False),  # decode-sized: transposed TMA tiles, A by pointer loads
         (16, 14336, 4096, torch.bfloat16, False),
         (64, 1000, 3000, torch.float16, True),
     ],
@@ -213,7 +213,8 @@ def test_matmul_gpu_split_k_tma(m, n, k, cfg, gen):
                                            (8, 6144, 1024), (64, 28672, 136), (16, 10240, 1000), (32, 5120, 776),
                                            (8, 9216, 520), (1, 4096, 4096), (20, 4096, 4096), (40, 4096, 1000),
                                            (5, 2048, 4096), (7, 512, 8192), (48, 1000, 3000), (12, 4096, 512),
-                                           (1, 14336, 4096), (30, 64, 2000)])
+                                           (1, 14336, 4096), (30, 64, 2000), (4, 512, 3000), (3, 40, 1000),
+                                           (40, 64, 65536)])
 def test_matmul_gpu_small_m_default(m, n, k, gen):
     """M <= 64 on the default path (the TMA kernel, A's box fitted to M; M <= 48: the tiles transposed, 128 or 64
     columns, K split below a quarter of a wave of them, A by pointer loads up to M = 8; larger M:
@@ -232,7 +233,7 @@ def test_matmul_gpu_repack_configs(m, n, k, rp, gen):
 
 
 def test_default_tma_split_rule(monkeypatch):
-    """Which 16 < M <= 64 products the default path sends through the TMA split-K kernel, and with what split."""
+    """Which M > SWAP_MAX_M (48) products the default path sends through the TMA split-K kernel, with what split."""
     from kernels import matmul_splitk as sk
 
     monkeypatch.setattr(sk, "SPLITK_TMA_CONFIG", None)
@@ -284,7 +285,9 @@ def test_default_tma_config_rule(monkeypatch):
     assert sk.default_tma_config(1, 512, 8192, 132) == swapped(mid, split=8, a_ptr=True, stages=sk.SWAP_SPLIT_STAGES)
     assert sk.default_tma_config(32, 512, 1024, 132) == swapped(mid, split=2, stages=sk.SWAP_SPLIT_STAGES)
     assert sk.default_tma_config(32, 512, 512, 132) == swapped(mid)  # 4 K tiles: no second chunk
-    assert sk.default_tma_config(32, 2048, 4096, 114) == swapped(mid)  # 114 SMs: 32 tiles are half of them
+    assert sk.default_tma_config(32, 2048, 4096, 114) == swapped(mid)  # 114 SMs: 2 x 32 programs pass half of them
+    capped = swapped(mid, split=sk.SWAP_MAX_SPLIT, stages=sk.SWAP_SPLIT_STAGES)  # one tile: 57 chunks wanted
+    assert sk.default_tma_config(40, 64, 65536, 114) == capped
     monkeypatch.setattr(sk, "SPLITK_TMA_CONFIG", None)  # the TMA route off
     assert sk.default_tma_config(16, 14336, 4096, 132) is None
     assert sk.default_tma_config(64, 14336, 4096, 132) is None
@@ -314,6 +317,11 @@ def test_small_m_routing_keeps_explicit_knobs(monkeypatch):
     mid, wide = ((*cfg[:6], True, True) for cfg in reversed(mm._sk.WIDE_TMA_CONFIGS))  # swapped, A by pointer loads
     assert calls == [("tma", mid), ("split-K", None, False), ("split-K", 4, None), ("tma", narrow), ("tma", mid),
                      ("tma", wide)]
+    calls.clear()  # where the TMA route cannot run (a column-major or misaligned operand, no sm_90): split-K
+    monkeypatch.setattr(mm, "tma_ok", lambda *tensors: False)
+    mm.matmul(a, b[:, :4096])
+    mm.matmul(torch.zeros(32, 1024, dtype=torch.bfloat16), b[:, :4096])  # M > 16: not split-K
+    assert calls == [("split-K", None, None)]
 
 
 @pytest.mark.gpu
