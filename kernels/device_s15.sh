@@ -22,11 +22,19 @@
 #        GEMM rows and the copy, the baselines' 1x4096x4096 and 16x14336x4096 entries re-made from two runs.
 # call9 (H100): after a review (swap_split capped at SWAP_MAX_SPLIT, GPU rows with A by pointer loads, K split and
 #        ragged K, N below one tile, one tile split 16 ways): the GEMM GPU tests.
+# call10 (H100) / call11 (H200): 32 < M <= 48 with the tile transposed and unsplit, A through two TMA boxes of 32
+#        and 16 rows (A_TWO_BOXES, then a flag) against one of 64 rows zero-filled past M, hot and cold; the GEMM GPU
+#        tests.  Call 11 ran with this script's GPU_TAG line broken by an edit (its two.py heredoc inside the $(...)):
+#        it ran the same commands but named its logs kernels_h100_s15_call11_*; they were renamed to h200 (the card
+#        is an H200, see its env file).  Shipped afterwards: A_TWO_BOXES_MAX_M = 40, so two.py's "two" / "one" flags
+#        no longer run as written.
+# call12 (H200): the shipped A_TWO_BOXES_MAX_M = 40 (new GPU rows 33x4096x4096, 40x8192x1000, 47x5120x776): the GEMM
+#        GPU tests.
 set -o pipefail
 source kernels/device_lib.sh
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
-GPU_TAG=$(case "$CALL" in call4|call7) echo h200;; *) echo h100;; esac)
+GPU_TAG=$(case "$CALL" in call4|call7|call11|call12) echo h200;; *) echo h100;; esac)
 LOG=$OUT/kernels_${GPU_TAG}_s15_${CALL}
 {
   date -u
@@ -188,6 +196,60 @@ for m, n, k in SHAPES:
     print(f"grid {m}x{n}x{k} [route {label}] {row}", flush=True)
 PY
 
+cat > /tmp/two.py <<'PY'
+import math
+
+import torch
+
+from kernels import matmul, matmul_splitk as sk, tune_cases
+from kernels.tune_bwd import _time
+
+sms = torch.cuda.get_device_properties(0).multi_processor_count
+SHAPES = [(m, n, 4096) for m in (33, 40, 48) for n in (4096, 3072, 5120)] + [(40, 8192, 4096), (48, 14336, 4096),
+                                                                           (40, 4096, 14336), (48, 4096, 1000)]
+
+
+def flagged(on, fn):
+    def run(bb):
+        sk.A_TWO_BOXES = on
+        try:
+            return fn(bb)
+        finally:
+            sk.A_TWO_BOXES = True
+    return run
+
+
+def rounds(fns, n=3):
+    times = {}
+    for r in range(n):  # the variants take turns, every other round reversed; best of the rounds
+        for name, fn in (list(fns.items()) if r % 2 == 0 else list(reversed(fns.items()))):
+            times[name] = min(_time(fn)[0], times.get(name, float("inf")))
+    return times
+
+
+for m, n, k in SHAPES:
+    a = tune_cases.randn((m, k), torch.bfloat16, 0)
+    b = tune_cases.randn((k, n), torch.bfloat16, 1)
+    ref = a.float() @ b.float()
+    copies = max(1, math.ceil(120 * 2**20 / b.numel() / 2))
+    bs = [b] + [b.clone() for _ in range(copies - 1)]
+    c = torch.empty((m, n), dtype=a.dtype, device=a.device)
+    route = matmul.default_tma_route(a, b, c, sms)
+    variants = {"cublas": lambda bb: torch.mm(a, bb, out=c),
+                "two": flagged(True, lambda bb: matmul.matmul(a, bb, out=c)),
+                "one": flagged(False, lambda bb: matmul.matmul(a, bb, out=c))}
+    for name, fn in variants.items():
+        c.fill_(float("nan"))
+        err = ((fn(b).float() - ref).norm() / ref.norm()).item()
+        print(f"  {m}x{n}x{k} {name}: rel err {err:.2e}", flush=True)
+    hot = rounds({nm: (lambda fn=fn: fn(b)) for nm, fn in variants.items()})
+    cold = {nm: ms / copies for nm, ms in
+            rounds({nm: (lambda fn=fn: [fn(bb) for bb in bs]) for nm, fn in variants.items()}).items()}
+    row = "  ".join(f"{nm} {hot[nm] * 1e3:.2f}/{cold[nm] * 1e3:.2f} ({hot['cublas'] / hot[nm]:.2f}/"
+                    f"{cold['cublas'] / cold[nm]:.2f})" for nm in variants)
+    print(f"two {m}x{n}x{k} [route {route}] {row}", flush=True)
+PY
+
 case "$CALL" in
   call1)  # wider split tiles for decode-sized GEMMs, hot and cold B
     timeout 560 python3 /tmp/wide.py 2>&1 | tee "${LOG}_wide.log"
@@ -214,6 +276,15 @@ case "$CALL" in
     echo "baseline update rc=$?"
     tail -6 "${LOG}_baseline_update_mm.log"
     tar -czf "$OUT/baseline_${GPU_TAG}.tgz" baselines/
+    ;;
+  call10|call11)  # 32 < M <= 48: A through boxes of 32 + 16 rows against one of 64 (A_TWO_BOXES), hot and cold
+    timeout 400 python3 /tmp/two.py 2>&1 | tee "${LOG}_two.log"
+    timeout 250 python3 -m pytest tests/kernels/test_matmul.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
+      | tail -5 | tee "${LOG}_gpu_tests.log"
+    ;;
+  call12)  # the shipped A_TWO_BOXES_MAX_M = 40: the GEMM GPU tests
+    timeout 250 python3 -m pytest tests/kernels/test_matmul.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
+      | tail -5 | tee "${LOG}_gpu_tests.log"
     ;;
   call9)  # after the review (swap_split capped at 16, more GPU rows): the GEMM GPU tests
     timeout 250 python3 -m pytest tests/kernels/test_matmul.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \

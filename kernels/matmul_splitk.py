@@ -88,7 +88,7 @@ def _a_tile(A, a_desc, M, K, sam, off_m, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.
 def _splitk_tma(A, B, W, C, LOCKS, M, N, K, KT_PER, sam, sbk, scm,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
                 HOST_DESC: tl.constexpr, DOT_F32: tl.constexpr, SWAP_AB: tl.constexpr = False,
-                A_PTR: tl.constexpr = False):
+                A_PTR: tl.constexpr = False, A2=None, BLOCK_M2: tl.constexpr = 0):
     # Tensor-descriptor (TMA) version of _splitk_partial with the fused reduction: program (pid_n, pid_m, s)
     # reduces K tiles [s * KT_PER, (s + 1) * KT_PER) of one (BLOCK_M, BLOCK_N) tile.  SPLIT == 1: the tile is
     # written to C directly (an unsplit, non-persistent GEMM).  Otherwise the fp32 partial goes to W (SPLIT, M, N)
@@ -96,7 +96,9 @@ def _splitk_tma(A, B, W, C, LOCKS, M, N, K, KT_PER, sam, sbk, scm,
     # flight at once: SPLIT is a constexpr) and writes C.  HOST_DESC: A and B are host-built TensorDescriptors
     # (no descriptor written by every program at its start).  SWAP_AB: the tile is computed transposed, B's tile
     # (BLOCK_N rows) as the product's M side and A's (BLOCK_M, the small M) as its N side, so BLOCK_N >= 64 runs on
-    # wgmma straight from shared memory whatever M is (else M < 64 runs on mma.sync through registers).
+    # wgmma straight from shared memory whatever M is (else M < 64 runs on mma.sync through registers).  BLOCK_M2
+    # (SWAP_AB, SPLIT == 1, one program along M): A's rows past BLOCK_M through a second box of BLOCK_M2 rows (A2),
+    # so 48 rows take boxes of 32 + 16 rather than one of 64 zero-filled past M.
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     s = tl.program_id(2)
@@ -109,17 +111,32 @@ def _splitk_tma(A, B, W, C, LOCKS, M, N, K, KT_PER, sam, sbk, scm,
         else:
             a_desc = tl.make_tensor_descriptor(A, [M, K], [sam, 1], [BLOCK_M, BLOCK_K])
         b_desc = tl.make_tensor_descriptor(B, [K, N], [sbk, 1], [BLOCK_K, BLOCK_N])
+    if BLOCK_M2 > 0:
+        if HOST_DESC:  # noqa: SIM108 (a Triton constexpr branch)
+            a2_desc = A2
+        else:
+            a2_desc = tl.make_tensor_descriptor(A, [M, K], [sam, 1], [BLOCK_M2, BLOCK_K])
     off_m = pid_m * BLOCK_M
     off_n = pid_n * BLOCK_N
     kt_lo = s * KT_PER
     kt_hi = tl.minimum(kt_lo + KT_PER, tl.cdiv(K, BLOCK_K))
     if SWAP_AB:
         acc_t = tl.zeros([BLOCK_N, BLOCK_M], tl.float32)
+        if BLOCK_M2 > 0:
+            acc_t2 = tl.zeros([BLOCK_N, BLOCK_M2], tl.float32)
         for kt in range(kt_lo, kt_hi):
             a = _a_tile(A, a_desc, M, K, sam, off_m, kt, BLOCK_M, BLOCK_K, A_PTR)
             b = b_desc.load([kt * BLOCK_K, off_n])
             acc_t = mma(b.T, a.T, acc_t, DOT_F32)
+            if BLOCK_M2 > 0:
+                a2 = a2_desc.load([off_m + BLOCK_M, kt * BLOCK_K])
+                acc_t2 = mma(b.T, a2.T, acc_t2, DOT_F32)
         acc = acc_t.T
+        if BLOCK_M2 > 0:  # the second box's rows, stored here (SPLIT == 1)
+            rows2 = off_m + BLOCK_M + tl.arange(0, BLOCK_M2)
+            cols2 = off_n + tl.arange(0, BLOCK_N)
+            tl.store(C + rows2[:, None].to(tl.int64) * scm + cols2[None, :], acc_t2.T.to(C.dtype.element_ty),
+                     mask=(rows2[:, None] < M) & (cols2[None, :] < N))
     else:
         acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
         for kt in range(kt_lo, kt_hi):
@@ -237,6 +254,12 @@ SWAP_SPLIT_STAGES = 4
 # at most this many K chunks (SPLIT is a constexpr: the reducing program unrolls one load per chunk; 57 chunks at
 # BLOCK_M 64 spilled 3.8 KB in an offline sm_90 build, 16-33 none)
 SWAP_MAX_SPLIT = 16
+# 32 < M <= this, the tile transposed and unsplit: A through two TMA boxes of 32 and 16 rows instead of one of 64
+# zero-filled past M (session 15, calls 10-11, x cuBLAS hot / cold, H100 / H200: 33x4096x4096 0.75 / 0.97 against
+# 0.57 / 0.90, 0.97 / 1.22 against 0.76 / 1.00; 40x4096 0.82 / 0.97 against 0.69 / 1.00, 0.99 / 1.21 against 0.94 /
+# 1.17; 40x5120 0.99 / 0.99 against 0.79 / 0.96, 0.86 / 0.99 against 0.65 / 0.86).  At M = 48 (16 zero-filled rows)
+# mixed: 48x4096 0.76 / 0.98 against 0.70 / 1.02 on the H100, 1.03 / 1.20 against 1.07 / 1.24 on the H200.  0: off.
+A_TWO_BOXES_MAX_M = 40
 
 
 def tma_splitk_ok(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
@@ -275,7 +298,8 @@ def box_rows(m: int) -> int:
 def swapped_tma_config(m: int, n: int, k: int, num_sms: int) -> tuple:
     """The default config for M <= SWAP_MAX_M: WIDE_TMA_CONFIGS' tiles computed transposed (SWAP_AB), the first
     filling WIDE_MIN_FILL of its waves, else LAST_RESORT_MIN_FILL, else the 64-column ones, their K split where
-    they are no more than a quarter of the SMs (``swap_split``); A by pointer loads up to M = A_PTR_MAX_M."""
+    they are no more than a quarter of the SMs (``swap_split``); A by pointer loads up to M = A_PTR_MAX_M
+    (``matmul_splitk_tma`` reads A through two boxes, 32 and 16 rows, at 32 < M <= A_TWO_BOXES_MAX_M unsplit)."""
     cfg = wide_tma_config(m, n, num_sms) or wide_tma_config(m, n, num_sms, LAST_RESORT_MIN_FILL)
     split = 1
     if cfg is None:
@@ -318,7 +342,8 @@ def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config:
     """``c = a @ b`` through ``_splitk_tma`` (inputs validated by ``kernels.matmul.matmul``; ``tma_splitk_ok``).
     ``config`` = (split, BLOCK_N, BLOCK_K, num_warps, num_stages, host descriptors) as SPLITK_TMA_CONFIG, then
     optionally swap (the tile computed transposed: ``_splitk_tma``'s SWAP_AB, on wgmma where BLOCK_N >= 64) and
-    a_ptr (A by masked pointer loads instead of its TMA box: A_PTR)."""
+    a_ptr (A by masked pointer loads instead of its TMA box: A_PTR).  Swapped, unsplit, through TMA and 32 < M <=
+    A_TWO_BOXES_MAX_M: A's rows through boxes of 32 and 16 rows (BLOCK_M2)."""
     m, k = a.shape
     n = b.shape[1]
     split, bn, bk, warps, stages, host, *rest = config
@@ -333,7 +358,11 @@ def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config:
     k_tiles = triton.cdiv(k, bk)
     kt_per = triton.cdiv(k_tiles, max(1, split))
     split = triton.cdiv(k_tiles, kt_per)  # every chunk non-empty
-    grid = (triton.cdiv(n, bn), triton.cdiv(m, bm), split)
+    # 32 < M <= A_TWO_BOXES_MAX_M transposed and unsplit: A through boxes of 32 and 16 rows instead of one of 64
+    bm2 = 16 if swap and not a_ptr and split == 1 and 32 < m <= min(48, A_TWO_BOXES_MAX_M) else 0
+    if bm2:
+        bm = 32
+    grid = (triton.cdiv(n, bn), triton.cdiv(m, bm + bm2), split)
     work = torch.empty((split, m, n), dtype=torch.float32, device=a.device) if split > 1 else c
     locks = arrival_counters(_LOCKS, a.device, grid[0] * grid[1]) if split > 1 else c
     if host:
@@ -341,13 +370,14 @@ def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config:
 
         da = a if a_ptr else TensorDescriptor(a, [m, k], [a.stride(0), 1], [bm, bk])
         db = TensorDescriptor(b, [k, n], [b.stride(0), 1], [bk, bn])
+        da2 = TensorDescriptor(a, [m, k], [a.stride(0), 1], [bm2, bk]) if bm2 else None
     else:
         set_triton_allocator()
-        da, db = a, b
+        da, db, da2 = a, b, None
     extra = {} if interp else {"num_warps": warps, "num_stages": stages}
     _splitk_tma[grid](da, db, work, c, locks, m, n, k, kt_per, a.stride(0), b.stride(0), c.stride(0),
                       BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT=split, HOST_DESC=bool(host),
-                      DOT_F32=interp, SWAP_AB=swap, A_PTR=a_ptr, **extra)
+                      DOT_F32=interp, SWAP_AB=swap, A_PTR=a_ptr, A2=da2, BLOCK_M2=bm2, **extra)
     return c
 
 

@@ -175,6 +175,18 @@ def test_matmul_split_k_tma(m, n, k, cfg, device, gen):
     assert all(int(t.sum()) == 0 for t in _LOCKS.values())
 
 
+@pytest.mark.parametrize("max_m", [0, 40, 48])
+@pytest.mark.parametrize(("m", "n", "k"), [(33, 40, 72), (40, 72, 136), (41, 48, 56), (48, 24, 40)])
+def test_matmul_split_k_tma_two_a_boxes(m, n, k, max_m, device, gen, monkeypatch):
+    """32 < M <= 48 transposed and unsplit: A through boxes of 32 and 16 rows (up to A_TWO_BOXES_MAX_M) or one of
+    64; every row written (check_matmul's NaN-filled output), split or not."""
+    from kernels import matmul_splitk as sk
+
+    monkeypatch.setattr(sk, "A_TWO_BOXES_MAX_M", max_m)
+    for cfg in ((1, 64, 128, 4, 6, True, True), (1, 64, 128, 4, 6, False, True), (2, 64, 128, 4, 4, True, True)):
+        check_matmul(m, n, k, torch.bfloat16, device, gen, splitk_tma=cfg)
+
+
 def test_matmul_split_k_tma_rejects_colmajor(device, gen):
     b = torch.randn(40, 32, generator=gen).to(device=device, dtype=torch.bfloat16).t()
     a = torch.randn(20, 32, generator=gen).to(device=device, dtype=torch.bfloat16)
@@ -214,10 +226,11 @@ def test_matmul_gpu_split_k_tma(m, n, k, cfg, gen):
                                            (8, 9216, 520), (1, 4096, 4096), (20, 4096, 4096), (40, 4096, 1000),
                                            (5, 2048, 4096), (7, 512, 8192), (48, 1000, 3000), (12, 4096, 512),
                                            (1, 14336, 4096), (30, 64, 2000), (4, 512, 3000), (3, 40, 1000),
-                                           (40, 64, 65536)])
+                                           (40, 64, 65536), (33, 4096, 4096), (40, 8192, 1000), (47, 5120, 776)])
 def test_matmul_gpu_small_m_default(m, n, k, gen):
     """M <= 64 on the default path (the TMA kernel, A's box fitted to M; M <= 48: the tiles transposed, 128 or 64
-    columns, K split below a quarter of a wave of them, A by pointer loads up to M = 8; larger M:
+    columns, K split below a quarter of a wave of them, A by pointer loads up to M = 8, through boxes of 32 + 16
+    rows at 32 < M <= 40 unsplit; larger M:
     its wide tiles where they fill the GPU, over one or more waves, else SPLITK_TMA_CONFIG's, else wide tiles filling
     half their waves, else the persistent kernel), twice."""
     for _ in range(2):
