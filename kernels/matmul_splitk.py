@@ -85,6 +85,15 @@ def _a_tile(A, a_desc, M, K, sam, off_m, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.
 
 
 @triton.jit
+def _c_tile(C, M, N, scm, off_m, off_n, ROWS: tl.constexpr, COLS: tl.constexpr):
+    # pointers into C of the (ROWS, COLS) tile at (off_m, off_n), and its in-bounds mask
+    rows = off_m + tl.arange(0, ROWS)
+    cols = off_n + tl.arange(0, COLS)
+    mask = (rows[:, None] < M) & (cols[None, :] < N)
+    return C + rows[:, None].to(tl.int64) * scm + cols[None, :], mask
+
+
+@triton.jit
 def _splitk_tma(A, B, W, C, LOCKS, M, N, K, KT_PER, sam, sbk, scm,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
                 HOST_DESC: tl.constexpr, DOT_F32: tl.constexpr, SWAP_AB: tl.constexpr = False,
@@ -102,55 +111,49 @@ def _splitk_tma(A, B, W, C, LOCKS, M, N, K, KT_PER, sam, sbk, scm,
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     s = tl.program_id(2)
-    if HOST_DESC:
+    if HOST_DESC or A_PTR:  # noqa: SIM108 (constexpr branch) a host-built descriptor, or the raw pointer (A_PTR)
         a_desc = A
-        b_desc = B
     else:
-        if A_PTR:  # noqa: SIM108 (a Triton constexpr branch: only the taken side is built)
-            a_desc = A
-        else:
-            a_desc = tl.make_tensor_descriptor(A, [M, K], [sam, 1], [BLOCK_M, BLOCK_K])
+        a_desc = tl.make_tensor_descriptor(A, [M, K], [sam, 1], [BLOCK_M, BLOCK_K])
+    if HOST_DESC:
+        b_desc = B
+        a2_desc = A2
+    else:
         b_desc = tl.make_tensor_descriptor(B, [K, N], [sbk, 1], [BLOCK_K, BLOCK_N])
-    if BLOCK_M2 > 0:
-        if HOST_DESC:  # noqa: SIM108 (a Triton constexpr branch)
-            a2_desc = A2
-        else:
+        if BLOCK_M2 > 0:
             a2_desc = tl.make_tensor_descriptor(A, [M, K], [sam, 1], [BLOCK_M2, BLOCK_K])
     off_m = pid_m * BLOCK_M
     off_n = pid_n * BLOCK_N
     kt_lo = s * KT_PER
     kt_hi = tl.minimum(kt_lo + KT_PER, tl.cdiv(K, BLOCK_K))
-    if SWAP_AB:
+    if SWAP_AB:  # accumulated transposed: (BLOCK_N, BLOCK_M), and (BLOCK_N, BLOCK_M2) for the second box
         acc_t = tl.zeros([BLOCK_N, BLOCK_M], tl.float32)
         if BLOCK_M2 > 0:
             acc_t2 = tl.zeros([BLOCK_N, BLOCK_M2], tl.float32)
-        for kt in range(kt_lo, kt_hi):
-            a = _a_tile(A, a_desc, M, K, sam, off_m, kt, BLOCK_M, BLOCK_K, A_PTR)
-            b = b_desc.load([kt * BLOCK_K, off_n])
+    else:
+        acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    for kt in range(kt_lo, kt_hi):
+        a = _a_tile(A, a_desc, M, K, sam, off_m, kt, BLOCK_M, BLOCK_K, A_PTR)
+        b = b_desc.load([kt * BLOCK_K, off_n])
+        if SWAP_AB:
             acc_t = mma(b.T, a.T, acc_t, DOT_F32)
             if BLOCK_M2 > 0:
                 a2 = a2_desc.load([off_m + BLOCK_M, kt * BLOCK_K])
                 acc_t2 = mma(b.T, a2.T, acc_t2, DOT_F32)
+        else:
+            acc = mma(a, b, acc, DOT_F32)
+    if SWAP_AB:
         acc = acc_t.T
         if BLOCK_M2 > 0:  # the second box's rows, stored here (SPLIT == 1)
-            rows2 = off_m + BLOCK_M + tl.arange(0, BLOCK_M2)
-            cols2 = off_n + tl.arange(0, BLOCK_N)
-            tl.store(C + rows2[:, None].to(tl.int64) * scm + cols2[None, :], acc_t2.T.to(C.dtype.element_ty),
-                     mask=(rows2[:, None] < M) & (cols2[None, :] < N))
-    else:
-        acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-        for kt in range(kt_lo, kt_hi):
-            a = _a_tile(A, a_desc, M, K, sam, off_m, kt, BLOCK_M, BLOCK_K, A_PTR)
-            b = b_desc.load([kt * BLOCK_K, off_n])
-            acc = mma(a, b, acc, DOT_F32)
-    offs_m = off_m + tl.arange(0, BLOCK_M)
-    offs_n = off_n + tl.arange(0, BLOCK_N)
-    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-    c_ptrs = C + offs_m[:, None].to(tl.int64) * scm + offs_n[None, :]
+            c2_ptrs, mask2 = _c_tile(C, M, N, scm, off_m + BLOCK_M, off_n, BLOCK_M2, BLOCK_N)
+            tl.store(c2_ptrs, acc_t2.T.to(C.dtype.element_ty), mask=mask2)
+    c_ptrs, mask = _c_tile(C, M, N, scm, off_m, off_n, BLOCK_M, BLOCK_N)
     if SPLIT == 1:
         tl.store(c_ptrs, acc.to(C.dtype.element_ty), mask=mask)
     else:
-        w_off = offs_m[:, None].to(tl.int64) * N + offs_n[None, :]
+        offs_m = off_m + tl.arange(0, BLOCK_M)
+        offs_n = off_n + tl.arange(0, BLOCK_N)
+        w_off = offs_m[:, None].to(tl.int64) * N + offs_n[None, :]  # the tile in W's (M, N) planes
         tl.store(W + s.to(tl.int64) * M * N + w_off, acc, mask=mask)
         tile = pid_m * tl.num_programs(0) + pid_n
         tl.debug_barrier()  # every thread's partial stored before the release below
@@ -352,7 +355,6 @@ def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config:
     # A's box as many rows as M needs (16, 32 or 64; below 64 and unswapped the product runs on mma.sync): a 64-row
     # box zero-filled beyond M cost 5-28 % at M <= 32 (session 14: 16x14336x4096 28.6 against 35.8 us on an H200,
     # 40.8 against 43.2 on an H100; 1x14336 28.3 against 39.0 / 40.1 against 41.9; 32x4096x4096 12.1 against 16.6)
-    bm = box_rows(m)
     if interp:
         bn, bk = min(bn, 32), min(bk, 16)
     k_tiles = triton.cdiv(k, bk)
@@ -360,8 +362,7 @@ def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config:
     split = triton.cdiv(k_tiles, kt_per)  # every chunk non-empty
     # 32 < M <= A_TWO_BOXES_MAX_M transposed and unsplit: A through boxes of 32 and 16 rows instead of one of 64
     bm2 = 16 if swap and not a_ptr and split == 1 and 32 < m <= min(48, A_TWO_BOXES_MAX_M) else 0
-    if bm2:
-        bm = 32
+    bm = 32 if bm2 else box_rows(m)
     grid = (triton.cdiv(n, bn), triton.cdiv(m, bm + bm2), split)
     work = torch.empty((split, m, n), dtype=torch.float32, device=a.device) if split > 1 else c
     locks = arrival_counters(_LOCKS, a.device, grid[0] * grid[1]) if split > 1 else c
