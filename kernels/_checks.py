@@ -162,12 +162,29 @@ def sm_count(device: torch.device, cpu_default: int) -> int:
 def tma_ok(*tensors: torch.Tensor) -> bool:
     """True when every tensor can be read through a Hopper tensor descriptor (TMA).
 
-    Needs: CUDA device of compute capability >= 9, last stride 1, 16-byte aligned base
-    pointer and 16-byte multiples for all other strides; never in Triton's interpreter.
+    Needs: CUDA device of compute capability >= 9 with the shared memory our configs use (``tma_capable``), last
+    stride 1, 16-byte aligned base pointer and 16-byte multiples for all other strides; never in Triton's
+    interpreter.
     """
     if interpreting() or any(t.device.type != "cuda" for t in tensors) or not tma_aligned(*tensors):
         return False
-    return bool(tensors) and torch.cuda.get_device_capability(tensors[0].device)[0] >= 9
+    return bool(tensors) and tma_capable(tensors[0].device)
+
+
+# Shared memory a block may opt into that the TMA kernels' configs assume (H100 / H200: 227 KB; they use up to
+# ~213 KB).  Consumer GPUs of compute capability >= 9 (sm_120: 99 KB) hold too little and take the pointer kernels.
+TMA_MIN_SMEM_BYTES = 200 * 1024
+
+
+@functools.cache
+def tma_capable(device: torch.device) -> bool:
+    """A CUDA device of compute capability >= 9 (tensor descriptors) with at least TMA_MIN_SMEM_BYTES of shared
+    memory a block (where torch reports it; else data-centre parts, compute capability 9.x or 10.x)."""
+    major = torch.cuda.get_device_capability(device)[0]
+    if major < 9:
+        return False
+    optin = getattr(torch.cuda.get_device_properties(device), "shared_memory_per_block_optin", None)
+    return optin >= TMA_MIN_SMEM_BYTES if optin is not None else major in (9, 10)
 
 
 def tma_aligned(*tensors: torch.Tensor) -> bool:
@@ -213,13 +230,16 @@ def set_triton_allocator() -> None:
     triton.set_allocator(_alloc)
 
 
-def arrival_counters(cache: dict[torch.device, torch.Tensor], device: torch.device, n: int) -> torch.Tensor:
-    """At least ``n`` int32 arrival counters on ``device``, kept in ``cache`` (zero between calls: the
-    program that finishes a group resets its own counter)."""
-    t = cache.get(device)
+def arrival_counters(cache: dict[tuple[torch.device, int], torch.Tensor], device: torch.device, n: int) -> torch.Tensor:
+    """At least ``n`` int32 arrival counters on ``device`` for the current stream, kept in ``cache`` (zero between
+    calls: the program that finishes a group resets its own counter).  One buffer per stream: two kernels counting
+    in one buffer at once, on two streams, would take each other's arrivals for their own (one stream's kernels run
+    in order, so they can share)."""
+    key = (device, torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0)
+    t = cache.get(key)
     if t is None or t.numel() < n:
         t = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
-        cache[device] = t
+        cache[key] = t
     return t
 
 

@@ -172,7 +172,8 @@ def read_floor(k_cache: torch.Tensor, v_cache: torch.Tensor, programs: int, bloc
 
 USE_TMA = False  # default for K/V loads (kernels/NOTES.md, 2026-11-24 session 5: slower on an H100)
 FUSED_COMBINE = False  # merge the chunks in the last-arriving program instead of a combine kernel
-_LOCKS: dict[torch.device, torch.Tensor] = {}  # per-(batch, kv head) arrival counters, one buffer per device
+# per-(batch, kv head) arrival counters, a buffer per (device, stream)
+_LOCKS: dict[tuple[torch.device, int], torch.Tensor] = {}
 
 
 def choose_splits(batch: int, heads_kv: int, len_k: int, block_n: int, num_sms: int, waves: float = 2.0) -> int:

@@ -171,7 +171,7 @@ SPLITK_CONFIG: tuple[int, int, int, int] = (64, 128, 4, 4)
 # reduce in the last-arriving program instead of a second kernel (H100: 1x4096x4096 8.62 vs 8.96 us with the
 # same tiles, 16x14336x4096 44.4 vs 44.5 us; kernels/NOTES.md 2026-11-24 session 5)
 FUSED_DEFAULT = True
-_LOCKS: dict[torch.device, torch.Tensor] = {}  # per-tile arrival counters, one buffer per device
+_LOCKS: dict[tuple[torch.device, int], torch.Tensor] = {}  # per-tile arrival counters, a buffer per (device, stream)
 
 
 def choose_split(m: int, n: int, k: int, block_m: int, block_n: int, block_k: int, num_sms: int) -> int:

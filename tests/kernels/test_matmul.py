@@ -137,6 +137,33 @@ def test_matmul_epilogues(epi, device, gen):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("route", [{"split_k": 8, "splitk_fused": True},
+                                   {"splitk_tma": (4, 64, 128, 4, 4, True, True)}])
+def test_matmul_gpu_split_k_on_two_streams(route, gen):
+    """Split GEMMs on two streams at once: each stream counts its tiles' arrivals in its own buffer (one buffer
+    per device let one stream's programs take the other's arrivals for their own)."""
+    from kernels.matmul_splitk import _LOCKS
+
+    a = [torch.randn(16, 4096, generator=gen).to("cuda", torch.bfloat16) for _ in range(2)]
+    b = [torch.randn(4096, 2048, generator=gen).to("cuda", torch.bfloat16) for _ in range(2)]
+    want = [(x.float() @ y.float()) for x, y in zip(a, b, strict=True)]
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    outs: list[list[torch.Tensor]] = [[], []]
+    torch.cuda.synchronize()
+    for _ in range(20):  # many launches queued on both streams, so that some run at the same time
+        for i, s in enumerate(streams):
+            with torch.cuda.stream(s):
+                outs[i].append(matmul(a[i], b[i], **route))
+    torch.cuda.synchronize()
+    keys = {(torch.device("cuda", torch.cuda.current_device()), s.cuda_stream) for s in streams}
+    assert keys <= set(_LOCKS), "each stream has its own counters"
+    for i in range(2):
+        for out in outs[i]:
+            assert rel_err(out, want[i]) < 1e-2
+    assert all(int(t.sum()) == 0 for t in _LOCKS.values())
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize(("m", "n", "k", "split"), [(64, 4096, 4096, 4), (1, 4096, 4096, 4), (16, 14336, 4096, None),
                                                      (37, 1000, 3000, 3), (64, 4096, 4096, 2)])
 @pytest.mark.parametrize("fused", [True, False])
@@ -381,3 +408,24 @@ def test_matmul_gpu_misaligned_b_overlap(m, n, k, gen):
     """The overlapped repack (side stream) on the GPU, twice in a row."""
     for _ in range(2):
         check_matmul(m, n, k, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32, misaligned_b="overlap")
+
+
+@pytest.mark.parametrize(("capability", "optin", "want"), [((9, 0), 232448, True), ((10, 0), 232448, True),
+                                                           ((12, 0), 101376, False), ((8, 0), 167936, False),
+                                                           ((9, 0), None, True), ((12, 0), None, False)])
+def test_tma_capable_needs_the_configs_shared_memory(capability, optin, want, monkeypatch):
+    """The TMA kernels' configs use up to ~213 KB of shared memory a block: a GPU of compute capability >= 9 with
+    less (sm_120: 99 KB) takes the pointer kernels; where torch does not report the opt-in size, only 9.x / 10.x
+    parts count.  (The device queries are stood in for: this machine may have no GPU.)"""
+    from types import SimpleNamespace
+
+    from kernels import _checks
+
+    props = SimpleNamespace() if optin is None else SimpleNamespace(shared_memory_per_block_optin=optin)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: props)
+    _checks.tma_capable.cache_clear()
+    try:
+        assert _checks.tma_capable(torch.device("cuda", 0)) is want
+    finally:
+        _checks.tma_capable.cache_clear()
