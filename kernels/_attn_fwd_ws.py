@@ -25,7 +25,8 @@ are not a power of two run padded: descriptors of width HEAD_DIM with [rows, BLO
 engine zero-fills the rest) and a clipped TMA store of the output, staged in its own buffer per consumer.
 fp8: Q, K, V and P in e4m3 (wgmma k = 32; P carried between steps four values to a register, ``PACK_P``), V read
 position-contiguous (``V_T``: the K-major B operand fp8 wgmma needs), the output in o_desc's type, scaled by
-``o_scale``.
+``o_scale``.  With ``ROWSUM_MMA`` the softmax's row sums come from the tensor cores (P times a tile of ones,
+beside the P·V product) instead of FADDs.
 """
 # (no "from __future__ import annotations": the aggregates below need their field types at run time)
 
@@ -63,13 +64,15 @@ class Smem:
     k_empty: gl.shared_memory_descriptor
     v_empty: gl.shared_memory_descriptor
     turn: gl.shared_memory_descriptor  # [NC, 1]: consumer i may issue its next wgmma group (ping-pong)
+    ones: gl.shared_memory_descriptor  # [NC, 8, BLOCK_N] of ones with ROWSUM_MMA (else a [1, 8, 32] stand-in)
 
     @gluon.constexpr_function
-    def __init__(self, q, o, k, v, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty, turn):
+    def __init__(self, q, o, k, v, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty, turn, ones):
         self.q, self.o, self.k, self.v = q, o, k, v
         self.q_ready, self.q_empty = q_ready, q_empty
         self.k_ready, self.v_ready, self.k_empty, self.v_empty = k_ready, v_ready, k_empty, v_empty
         self.turn = turn
+        self.ones = ones
 
 
 @aggregate
@@ -85,12 +88,17 @@ class Problem:
     NC: gl.constexpr
     CAUSAL: gl.constexpr
     PERM_K: gl.constexpr  # K read through a rank-5 descriptor, keys in the order of _perm_key
+    # the softmax's row sums by the tensor cores: each step's P times an all-ones [BLOCK_N, 8] tile in shared
+    # memory, an asynchronous wgmma beside the P·V one into a [64, 8] fp32 accumulator rescaled with O, instead of
+    # 62 FADDs a thread (the sums then of P as rounded for the P·V product: for 16-bit inputs only, as e4m3's
+    # rounding puts fp8's lse off; attention_ws.rowsum_mma)
+    ROWSUM_MMA: gl.constexpr
 
     @gluon.constexpr_function
-    def __init__(self, HQ, GROUP, LQ, LK, n_m, n_items, BLOCK_N, NC, CAUSAL, PERM_K):
+    def __init__(self, HQ, GROUP, LQ, LK, n_m, n_items, BLOCK_N, NC, CAUSAL, PERM_K, ROWSUM_MMA):
         self.HQ, self.GROUP, self.LQ, self.LK, self.n_m, self.n_items = HQ, GROUP, LQ, LK, n_m, n_items
         self.BLOCK_N, self.NC, self.CAUSAL = gl.constexpr(BLOCK_N), gl.constexpr(NC), gl.constexpr(CAUSAL)
-        self.PERM_K = gl.constexpr(PERM_K)
+        self.PERM_K, self.ROWSUM_MMA = gl.constexpr(PERM_K), gl.constexpr(ROWSUM_MMA)
 
     @gluon.jit
     def sides(self, u):
@@ -206,10 +214,12 @@ def _perm_key(j):
 
 @gluon.jit
 def _softmax(s, m_i, l_i, rows, start_n, LK, diag, qk_scale, p_layout: gl.constexpr, BLOCK_N: gl.constexpr,
-             MASKED: gl.constexpr, CAUSAL: gl.constexpr, dtype: gl.constexpr, PERM_K: gl.constexpr):
+             MASKED: gl.constexpr, CAUSAL: gl.constexpr, dtype: gl.constexpr, PERM_K: gl.constexpr,
+             ROWSUM_MMA: gl.constexpr):
     """Online-softmax step on the scores of one tile: returns (P in the P·V operand's layout: in the input type
     for 16-bit inputs, fp32 for fp8, which :func:`_p_operand` packs at the wgmma, alpha, m, l).  With
-    ``PERM_K`` the tile's keys sit in K's buffer in the order of :func:`_perm_key`."""
+    ``PERM_K`` the tile's keys sit in K's buffer in the order of :func:`_perm_key`.  With ``ROWSUM_MMA`` l is the
+    row sums' wgmma accumulator, left to :func:`_steps`."""
     if MASKED:
         cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s.type.layout))
         if PERM_K:
@@ -227,7 +237,8 @@ def _softmax(s, m_i, l_i, rows, start_n, LK, diag, qk_scale, p_layout: gl.conste
         m_use = m_new
         p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))
     alpha = gl.exp2(m_i - m_use)
-    l_i = l_i * alpha + gl.sum(p, 1)
+    if not ROWSUM_MMA:
+        l_i = l_i * alpha + gl.sum(p, 1)
     if dtype.primitive_bitwidth == 8:  # fp32 P, packed to fp8 next to its use by _p_operand
         if PERM_K:  # each thread already holds its A-operand keys: a renaming of registers
             ROWS_: gl.constexpr = p.shape[0]
@@ -317,7 +328,7 @@ def _v_tile(v_bufs, s, V_T: gl.constexpr):
 def _steps(o, p, m_i, l_i, j0, g0, lo, hi, n_tiles, sm, which: gl.constexpr, s_zero, rows, LK, diag, qk_scale,
            o_layout: gl.constexpr, p_layout: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
            MASKED: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr, NC: gl.constexpr,
-           PINGPONG: gl.constexpr, PERM_K: gl.constexpr):
+           PINGPONG: gl.constexpr, PERM_K: gl.constexpr, ROWSUM_MMA: gl.constexpr):
     """Key tiles lo..hi-1 (ring positions j0 + n, wgmma groups g0 + n): S_n and O += P_{n-1} V_{n-1} in flight
     together, the softmax of S_n under the P·V; the Q buffer is released after the tile's last score MMA."""
     for n in range(lo, hi):
@@ -326,19 +337,26 @@ def _steps(o, p, m_i, l_i, j0, g0, lo, hi, n_tiles, sm, which: gl.constexpr, s_z
         s_tok = _scores(sm.q.index(which), sm.k, sm.k_ready, j, s_zero, STAGES)
         prev = (j - 1) % STAGES
         mbarrier.wait(sm.v_ready.index(prev), ((j - 1) // STAGES) & 1)
-        o_tok = warpgroup_mma(_p_operand(p, sm.q.dtype, p_layout, PERM_K), _v_tile(sm.v, prev, V_T), o,
-                              is_async=True)
+        p_op = _p_operand(p, sm.q.dtype, p_layout, PERM_K)
+        if ROWSUM_MMA:  # issued before the P·V, so that waiting for all but one group leaves only the P·V
+            l_tok = warpgroup_mma(p_op, sm.ones.index(which).permute((1, 0)), l_i, is_async=True)
+        o_tok = warpgroup_mma(p_op, _v_tile(sm.v, prev, V_T), o, is_async=True)
         _turn_pass(sm, which, NC, PINGPONG)
-        s = warpgroup_mma_wait(1, deps=(s_tok,))
+        if ROWSUM_MMA:
+            s, l_i = warpgroup_mma_wait(1, deps=(s_tok, l_tok))
+        else:
+            s = warpgroup_mma_wait(1, deps=(s_tok,))
         mbarrier.arrive(sm.k_empty.index(j % STAGES), count=1)
         if n == n_tiles - 1:
             mbarrier.arrive(sm.q_empty.index(which), count=1)
         p, alpha, m_i, l_i = _softmax(s, m_i, l_i, rows, n * BLOCK_N, LK, diag, qk_scale, p_layout, BLOCK_N,
-                                      MASKED, CAUSAL, sm.q.dtype, PERM_K)
+                                      MASKED, CAUSAL, sm.q.dtype, PERM_K, ROWSUM_MMA)
         o = warpgroup_mma_wait(0, deps=(o_tok,))
         mbarrier.arrive(sm.v_empty.index(prev), count=1)
         p = _carried_p(p, sm.q.dtype, PERM_K)  # after the wait: P_{n-1}'s registers are free
         o = o * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
+        if ROWSUM_MMA:
+            l_i = l_i * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, l_i.type.layout)), 1)
     return o, p, m_i, l_i
 
 
@@ -358,6 +376,13 @@ def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale,
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout,
                                                  k_width=32 // dtype.primitive_bitwidth)
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
+    l_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, 8, MMA_K])
+    ROWSUM_MMA: gl.constexpr = pb.ROWSUM_MMA
+    if ROWSUM_MMA:  # this consumer's B operand of ones for the row sums
+        ones_layout: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [4, 1], [1, 0])
+        sm.ones.index(which).store(gl.full([8, BLOCK_N], 1.0, gl.float32, ones_layout).to(dtype))
+        fence_async_shared()
     LQ = pb.LQ
     LK = pb.LK
     diag = LK - LQ
@@ -373,10 +398,11 @@ def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale,
             rows = r0 + gl.arange(0, ROWS, layout=row_layout)
             o = gl.zeros([ROWS, BLOCK_D], gl.float32, o_layout)
             m_i = gl.full([ROWS], float("-inf"), gl.float32, row_layout)
-            l_i = gl.zeros([ROWS], gl.float32, row_layout)
+            l_i = gl.zeros([ROWS, 8], gl.float32, l_layout) if ROWSUM_MMA else gl.zeros([ROWS], gl.float32, row_layout)
 
-            # wgmma groups: S_0 alone, (S_n, P_{n-1} V_{n-1}) for n >= 1, the last P V alone; n_tiles + 1 per
-            # row block, numbered g0 + n (the ping-pong turns of all consumers follow the same numbering)
+            # wgmma groups: S_0 alone, (S_n, P_{n-1} V_{n-1}) for n >= 1, the last P V alone (with ROWSUM_MMA each
+            # P·V preceded by its P·ones); n_tiles + 1 per row block, numbered g0 + n (the ping-pong turns of all
+            # consumers follow the same numbering)
             g0 = j0 + it
             mbarrier.wait(sm.q_ready.index(which), it & 1)
             _turn_wait(sm, which, g0, PINGPONG)
@@ -388,24 +414,30 @@ def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale,
                 mbarrier.arrive(sm.q_empty.index(which), count=1)
             if n_full > 0:  # the first key tile needs no mask
                 p, _alpha0, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N, False,
-                                          CAUSAL, dtype, pb.PERM_K)
+                                          CAUSAL, dtype, pb.PERM_K, ROWSUM_MMA)
             else:  # diagonal, ragged tail, or no key at all for some rows
                 p, _alpha0, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N, True,
-                                          CAUSAL, dtype, pb.PERM_K)
+                                          CAUSAL, dtype, pb.PERM_K, ROWSUM_MMA)
             p = _carried_p(p, dtype, pb.PERM_K)
             o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, 1, n_full, n_tiles, sm, which, s_zero, rows, LK, diag,
                                     qk_scale, o_layout, p_layout, BLOCK_N, STAGES, False, CAUSAL, V_T, NC, PINGPONG,
-                                    pb.PERM_K)
+                                    pb.PERM_K, ROWSUM_MMA)
             o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, gl.maximum(n_full, 1), n_tiles, n_tiles, sm, which,
                                     s_zero, rows, LK, diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES, True,
-                                    CAUSAL, V_T, NC, PINGPONG, pb.PERM_K)
+                                    CAUSAL, V_T, NC, PINGPONG, pb.PERM_K, ROWSUM_MMA)
             last = (j0 + n_tiles - 1) % STAGES
             mbarrier.wait(sm.v_ready.index(last), ((j0 + n_tiles - 1) // STAGES) & 1)
             _turn_wait(sm, which, g0 + n_tiles, PINGPONG)
-            o_tok = warpgroup_mma(_p_operand(p, dtype, p_layout, pb.PERM_K), _v_tile(sm.v, last, V_T), o,
-                                  is_async=True)
+            p_op = _p_operand(p, dtype, p_layout, pb.PERM_K)
+            if ROWSUM_MMA:
+                l_tok = warpgroup_mma(p_op, sm.ones.index(which).permute((1, 0)), l_i, is_async=True)
+            o_tok = warpgroup_mma(p_op, _v_tile(sm.v, last, V_T), o, is_async=True)
             _turn_pass(sm, which, NC, PINGPONG)
-            o = warpgroup_mma_wait(0, deps=(o_tok,))
+            if ROWSUM_MMA:
+                o, l_acc = warpgroup_mma_wait(0, deps=(o_tok, l_tok))
+                l_i = gl.convert_layout(gl.max(l_acc, 1), row_layout)  # its 8 columns are equal
+            else:
+                o = warpgroup_mma_wait(0, deps=(o_tok,))
             mbarrier.arrive(sm.v_empty.index(last), count=1)
 
             empty = l_i == 0.0
@@ -443,19 +475,22 @@ def _consumer2(o_desc, LSE, sm: Smem, pb: Problem, qk_scale, o_scale, STAGES: gl
 @gluon.jit
 def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_items, qk_scale, o_scale,
                 BLOCK_N: gl.constexpr, STAGES: gl.constexpr, NC: gl.constexpr, CAUSAL: gl.constexpr,
-                CONSUMER_REGS: gl.constexpr, V_T: gl.constexpr, PINGPONG: gl.constexpr, PERM_K: gl.constexpr):
+                CONSUMER_REGS: gl.constexpr, V_T: gl.constexpr, PINGPONG: gl.constexpr, PERM_K: gl.constexpr,
+                ROWSUM_MMA: gl.constexpr = False):
     """q/k/o_desc: host tensor descriptors over (B, H, L, HEAD_DIM) with [1, 1, rows, BLOCK_D] boxes (64 rows
     for q and o, BLOCK_N for k); v_desc the same as k's, or with ``V_T`` over (B, H, HEAD_DIM, L) with
     [1, 1, BLOCK_D, BLOCK_N] boxes (V stored position-contiguous: required for fp8).  Q/K/V fp16, bf16 or
     fp8 e4m3 (P is rounded to their type for the P·V product); the output of o_desc's type (fp8 inputs: bf16,
     fp16 or fp32) is multiplied by ``o_scale`` (the fp8 V descale; 1.0 otherwise).  LSE (B, HQ, LQ) float32;
     NC consumer warpgroups; ``n_items`` work items over the grid: cdiv(LQ, NC * 64) row blocks per batch·head,
-    or cdiv(that, 2) pairs of them when causal."""
+    or cdiv(that, 2) pairs of them when causal.  ``ROWSUM_MMA``: the softmax's row sums by wgmma
+    (``Problem.ROWSUM_MMA``)."""
     dtype: gl.constexpr = q_desc.dtype
     BLOCK_D: gl.constexpr = q_desc.block_type.shape[3]
     # to_tensor: Triton passes integer arguments equal to 1 as constants
     pb = Problem(gl.to_tensor(HQ), gl.to_tensor(GROUP), gl.to_tensor(LQ), gl.to_tensor(LK),
-                 gl.to_tensor(gl.cdiv(LQ, NC * ROWS)), gl.to_tensor(n_items), BLOCK_N, NC, CAUSAL, PERM_K)
+                 gl.to_tensor(gl.cdiv(LQ, NC * ROWS)), gl.to_tensor(n_items), BLOCK_N, NC, CAUSAL, PERM_K,
+                 ROWSUM_MMA)
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BLOCK_D], dtype)
     o_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BLOCK_D], o_desc.dtype)
     k_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_D], dtype)
@@ -474,7 +509,10 @@ def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_items,
               gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar),
               gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar),
               gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar),
-              gl.allocate_shared_memory(gl.int64, [NC, 1], bar))
+              gl.allocate_shared_memory(gl.int64, [NC, 1], bar),
+              gl.allocate_shared_memory(dtype, [NC if ROWSUM_MMA else 1, 8, BLOCK_N if ROWSUM_MMA else 32],
+                                        gl.NVMMASharedLayout.get_default_for([8, BLOCK_N if ROWSUM_MMA else 32],
+                                                                             dtype)))
     for i in gl.static_range(NC):
         mbarrier.init(sm.q_ready.index(i), count=1)
         mbarrier.init(sm.q_empty.index(i), count=1)

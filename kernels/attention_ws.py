@@ -90,6 +90,16 @@ REGISTERS = {2: (240, 168), 3: (160, 128)}
 _broken: list[str] = []  # the compile error, once the kernel failed to build here
 
 
+def rowsum_mma(fp8: bool, consumers: int) -> bool:
+    """Whether the kernel takes the softmax's row sums from the tensor cores (its ``ROWSUM_MMA``: P times a tile of
+    ones beside the P·V product, instead of 62 FADDs a thread and step): for 16-bit inputs on three consumers (head
+    dim 64 without a mask).  H100, kernels/NOTES.md session 16 (call 3), against the FADDs: bf16 d64 without a
+    mask +8.0 %; with two consumers bf16 lost (d128 -2.4 / -4.2 % full / causal, d64 causal -4.8 %, L512 -1.2 %).
+    Never for fp8: its P is rounded to e4m3 for the product (3 mantissa bits, values below 2^-9 flushed), and the
+    lse of those sums missed the fp32 reference's by more than 1e-2 (call 4), although fp8 ran 3-6 % faster."""
+    return not fp8 and consumers >= 3
+
+
 # Where "auto" prefers the Gluon kernel (given eligible()), from the H100 measurements (kernels/NOTES.md
 # sessions 6 and 7): every padded head dim it runs, except causal at head dims <= 64 with short keys, where
 # the Triton kernel was faster (call 2: L512 0.089 against 0.113 ms; L4096 0.394 against 0.350 ms, Gluon ahead).
@@ -245,7 +255,7 @@ def forward(q, k, v, out, lse, dims: AttnDims, layout: str, causal: bool, qk_sca
         attn_fwd_ws[grid](*descs, lse, dims.heads_q, dims.group, dims.len_q, dims.len_k, n_items, qk_scale,
                           float(o_scale), BLOCK_N=block_n, STAGES=stages, NC=consumers, CAUSAL=bool(causal),
                           CONSUMER_REGS=regs, V_T=fp8, PINGPONG=bool(pingpong), PERM_K=k_desc is not None,
-                          num_warps=4, maxnreg=maxnreg)
+                          ROWSUM_MMA=rowsum_mma(fp8, consumers), num_warps=4, maxnreg=maxnreg)
     except (triton.CompilationError, RuntimeError) as exc:  # compile or PTX errors: not a launch failure
         gluon_build_failed(exc, _broken, "warp-specialised Gluon attention forward", "the Triton kernel")
         return False

@@ -382,9 +382,14 @@ def test_gluon_forward_configs_gpu(d, config, causal, gen):
     work item, causal row blocks in pairs, ping-pong turns or not) at ragged shapes: GQA, Lq != Lk both
     ways (causal rows that see no key), both layouts."""
     _needs_gluon()
+    _gluon_forward_check(d, config, causal, gen)
+
+
+def _gluon_forward_check(d, config, causal, gen, shapes=((2, 8, 2, 1000, 1537, "blhd"), (1, 4, 4, 600, 300, "bhld"),
+                                                         (3, 4, 1, 1, 513, "bhld"))):
+    """attention_ws.forward with ``config`` (None: its default) against the fp32 reference at ``shapes``."""
     # 600 query rows: an odd count of 128-row blocks (a causal pair of one); Lq > Lk: rows that see no key
-    for b, hq, hk, lq, lk, layout in ((2, 8, 2, 1000, 1537, "blhd"), (1, 4, 4, 600, 300, "bhld"),
-                                      (3, 4, 1, 1, 513, "bhld")):
+    for b, hq, hk, lq, lk, layout in shapes:
         q = _rand(_shape(b, hq, lq, d, layout), torch.bfloat16, "cuda", gen)
         k = _rand(_shape(b, hk, lk, d, layout), torch.bfloat16, "cuda", gen)
         v = _rand(_shape(b, hk, lk, d, layout), torch.bfloat16, "cuda", gen)
@@ -395,6 +400,27 @@ def test_gluon_forward_configs_gpu(d, config, causal, gen):
         ref, ref_lse = attention_fp32(q, k, v, causal, None, layout)
         tag = f"seed={gen.initial_seed()} d={d} {config} causal={causal} q={tuple(q.shape)} k={tuple(k.shape)}"
         _assert_forward(out, lse, ref, ref_lse, torch.bfloat16, tag)
+
+
+def test_row_sums_by_wgmma_only_for_16_bit_inputs():
+    """fp8 P is rounded to e4m3 for the P·V product: row sums of those values would put the lse off the
+    reference's by more than its 1e-2 (H100, session 16), so fp8 keeps the FADD sums on any consumer count."""
+    assert not any(attention_ws.rowsum_mma(True, consumers) for consumers in (2, 3))
+    assert attention_ws.rowsum_mma(False, 3) and not attention_ws.rowsum_mma(False, 2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rowsum", [False, True], ids=["fadd-sums", "wgmma-sums"])
+@pytest.mark.parametrize(("d", "causal", "config"), [(128, False, None), (128, True, None), (64, False, None),
+                                                     (64, True, None), (64, False, (128, 3, 3, False, False)),
+                                                     (96, True, (64, 3, 2, True, True))])
+def test_gluon_forward_row_sums_either_way_gpu(rowsum, d, causal, config, gen, monkeypatch):
+    """The softmax's row sums by FADDs or by the tensor cores (ROWSUM_MMA: P times a tile of ones), each forced,
+    on two and three consumers (head dim 64 without a mask: three), persistent or not, ping-pong turns or not;
+    GQA, Lq != Lk (causal rows that see no key)."""
+    _needs_gluon()
+    monkeypatch.setattr(attention_ws, "rowsum_mma", lambda fp8, consumers: rowsum)
+    _gluon_forward_check(d, config, causal, gen, ((2, 8, 2, 2100, 1537, "blhd"), (1, 4, 4, 600, 300, "bhld")))
 
 
 @pytest.mark.gpu
