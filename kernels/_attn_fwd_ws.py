@@ -400,9 +400,9 @@ def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale,
             m_i = gl.full([ROWS], float("-inf"), gl.float32, row_layout)
             l_i = gl.zeros([ROWS, 8], gl.float32, l_layout) if ROWSUM_MMA else gl.zeros([ROWS], gl.float32, row_layout)
 
-            # wgmma groups: S_0 alone, (S_n, P_{n-1} V_{n-1}) for n >= 1, the last P V alone (with ROWSUM_MMA each
-            # P·V preceded by its P·ones); n_tiles + 1 per row block, numbered g0 + n (the ping-pong turns of all
-            # consumers follow the same numbering)
+            # wgmma turns: S_0 alone, (S_n, P_{n-1} V_{n-1}) for n >= 1, the last P V alone (with ROWSUM_MMA each
+            # P·V preceded by its P·ones, in the same turn); n_tiles + 1 per row block, numbered g0 + n (the ping-pong
+            # turns of all consumers follow the same numbering)
             g0 = j0 + it
             mbarrier.wait(sm.q_ready.index(which), it & 1)
             _turn_wait(sm, which, g0, PINGPONG)

@@ -235,11 +235,19 @@ def arrival_counters(cache: dict[tuple[torch.device, int], torch.Tensor], device
     calls: the program that finishes a group resets its own counter).  One buffer per stream: two kernels counting
     in one buffer at once, on two streams, would take each other's arrivals for their own (one stream's kernels run
     in order, so they can share)."""
-    key = (device, torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0)
+    cuda = device.type == "cuda"
+    key = (device, torch.cuda.current_stream(device).cuda_stream if cuda else 0)
     t = cache.get(key)
-    if t is None or t.numel() < n:
-        t = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
-        cache[key] = t
+    if t is not None and t.numel() >= n:
+        return t
+    if cuda and torch.cuda.is_current_stream_capturing():
+        # In a CUDA graph capture an allocation comes from the graph's pool and its zero-fill runs only when the graph
+        # replays: such a buffer must not serve eager calls.  Take one made outside the capture for this device (its
+        # users then run in one graph, or in order), else one for this graph alone, not kept.
+        made = [b for (dev, _), b in cache.items() if dev == device and b.numel() >= n]
+        return made[0] if made else torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
+    t = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
+    cache[key] = t
     return t
 
 

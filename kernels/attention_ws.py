@@ -92,11 +92,13 @@ _broken: list[str] = []  # the compile error, once the kernel failed to build he
 
 def rowsum_mma(fp8: bool, consumers: int) -> bool:
     """Whether the kernel takes the softmax's row sums from the tensor cores (its ``ROWSUM_MMA``: P times a tile of
-    ones beside the P·V product, instead of 62 FADDs a thread and step): for 16-bit inputs on three consumers (head
-    dim 64 without a mask).  H100, kernels/NOTES.md session 16 (call 3), against the FADDs: bf16 d64 without a
-    mask +8.0 %; with two consumers bf16 lost (d128 -2.4 / -4.2 % full / causal, d64 causal -4.8 %, L512 -1.2 %).
-    Never for fp8: its P is rounded to e4m3 for the product (3 mantissa bits, values below 2^-9 flushed), and the
-    lse of those sums missed the fp32 reference's by more than 1e-2 (call 4), although fp8 ran 3-6 % faster."""
+    ones beside the P·V product, instead of 62 FADDs a thread and step): for 16-bit inputs on three consumers (the
+    default configs give three to head dim 64 without a mask; an explicit three-consumer config with a causal mask
+    takes them too, unmeasured, and spills more: 816 against 224 B at d64, offline build).  H100, kernels/NOTES.md
+    session 16 (call 3), against the FADDs: bf16 d64 without a mask +8.0 %; with two consumers bf16 lost (d128
+    -2.4 / -4.2 % full / causal, d64 causal -4.8 %, L512 -1.2 %).  Never for fp8: its P is rounded to e4m3 for the
+    product (3 mantissa bits, values below 2^-9 flushed), and the lse of those sums missed the fp32 reference's by
+    more than 1e-2 (call 4), although fp8 ran 3-6 % faster."""
     return not fp8 and consumers >= 3
 
 

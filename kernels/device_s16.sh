@@ -16,6 +16,9 @@
 #        configs): the GEMM GPU tests; then the forward's row sums by wgmma (ROWSUM_MMA: P times a tile of ones beside
 #        the P·V product, instead of the FADDs) against the shipped kernel, module copies written by `variants`,
 #        graph-timed A/B at the suite's fp8 and bf16 shapes (outputs against the shipped kernel's).
+#        Call 3 ran with ROWSUM_MMA a module constant of kernels/_attn_fwd_ws.py, which `variants` rewrote; it is a
+#        kernel argument now (attention_ws.rowsum_mma passes it), so `variants` writes two equal copies: to repeat the
+#        A/B, force attention_ws.rowsum_mma to return False / True instead.
 # call4 (H100): the rule then (attention_ws.rowsum_mma: fp8 and three consumers): the attention GPU tests (9 failed,
 #        fp8: the lse of the e4m3-rounded sums), tune_ws check --fp8 (5 of 6 lse WRONG), the suite's fp8 and L4096
 #        forward rows, the baseline's fp8 and d64 forward entries re-made (not kept: fp8 went back to the FADDs).
@@ -24,6 +27,9 @@
 #        now): the attention GPU tests (96 passed), tune_ws check --fp8 (all ok), the suite's fp8 and L4096 forward
 #        rows, and the baseline's d64 forward and two fp8 entries re-made from two runs of the shipped code.
 # call6 (H200): the same with the baseline's d64 forward entry alone.
+# call7 (H100): after a review (a read-only helper): arrival counters asked for inside a CUDA graph capture (a
+#        buffer made before it, else one for that graph alone, not kept), tests gated on tma_capable, an fp16 row for
+#        the row sums: the GEMM GPU tests and the attention GPU tests.
 set -o pipefail
 source kernels/device_lib.sh
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
@@ -246,6 +252,12 @@ case "$CALL" in
     echo "baseline update rc=$?"
     tail -6 "${LOG}_baseline_update_fwd.log"
     tar -czf "$OUT/baseline_${GPU_TAG}.tgz" baselines/
+    ;;
+  call7)
+    timeout 250 python3 -m pytest tests/kernels/test_matmul.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
+      | tail -4 | tee "${LOG}_gpu_tests_mm.log"
+    timeout 300 python3 -m pytest tests/kernels/test_attention.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
+      | tail -4 | tee "${LOG}_gpu_tests.log"
     ;;
   call6)  # the shipped rule (row sums by wgmma for 16-bit inputs on three consumers)
     timeout 300 python3 -m pytest tests/kernels/test_attention.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \

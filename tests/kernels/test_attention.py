@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from kernels import attention_ws
-from kernels._checks import LOG2E, padded_dim
+from kernels._checks import LOG2E, padded_dim, tma_capable
 from kernels._checks import check_attention as check_dims
 from kernels.attention import (
     FP8_DTYPES,
@@ -342,7 +342,7 @@ GPU_CASES = [
 def test_attention_gpu(b, hq, hk, lq, lk, d, causal, layout, dtype, gen):
     """The default (autotuned, Hopper-tuned) path at real shapes."""
     q = torch.empty(_shape(b, hq, lq, d, layout), device="cuda", dtype=dtype)
-    if torch.cuda.get_device_capability()[0] >= 9:
+    if tma_capable(q.device):
         assert attention_path(q, q, q) == "hopper"
     check_attention(b, hq, hk, lq, lk, d, causal, layout, dtype, "cuda", gen, ref_dtype=torch.float32)
 
@@ -386,20 +386,20 @@ def test_gluon_forward_configs_gpu(d, config, causal, gen):
 
 
 def _gluon_forward_check(d, config, causal, gen, shapes=((2, 8, 2, 1000, 1537, "blhd"), (1, 4, 4, 600, 300, "bhld"),
-                                                         (3, 4, 1, 1, 513, "bhld"))):
+                                                         (3, 4, 1, 1, 513, "bhld")), dtype=torch.bfloat16):
     """attention_ws.forward with ``config`` (None: its default) against the fp32 reference at ``shapes``."""
     # 600 query rows: an odd count of 128-row blocks (a causal pair of one); Lq > Lk: rows that see no key
     for b, hq, hk, lq, lk, layout in shapes:
-        q = _rand(_shape(b, hq, lq, d, layout), torch.bfloat16, "cuda", gen)
-        k = _rand(_shape(b, hk, lk, d, layout), torch.bfloat16, "cuda", gen)
-        v = _rand(_shape(b, hk, lk, d, layout), torch.bfloat16, "cuda", gen)
+        q = _rand(_shape(b, hq, lq, d, layout), dtype, "cuda", gen)
+        k = _rand(_shape(b, hk, lk, d, layout), dtype, "cuda", gen)
+        v = _rand(_shape(b, hk, lk, d, layout), dtype, "cuda", gen)
         dims = check_dims(q, k, v, layout, HEAD_DIMS)
-        out = _nan(q.shape, torch.bfloat16, "cuda")
+        out = _nan(q.shape, dtype, "cuda")
         lse = _nan((b, hq, lq), torch.float32, "cuda")
         assert attention_ws.forward(q, k, v, out, lse, dims, layout, causal, d ** -0.5 * LOG2E, config)
         ref, ref_lse = attention_fp32(q, k, v, causal, None, layout)
         tag = f"seed={gen.initial_seed()} d={d} {config} causal={causal} q={tuple(q.shape)} k={tuple(k.shape)}"
-        _assert_forward(out, lse, ref, ref_lse, torch.bfloat16, tag)
+        _assert_forward(out, lse, ref, ref_lse, dtype, tag)
 
 
 def test_row_sums_by_wgmma_only_for_16_bit_inputs():
@@ -411,16 +411,17 @@ def test_row_sums_by_wgmma_only_for_16_bit_inputs():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("rowsum", [False, True], ids=["fadd-sums", "wgmma-sums"])
-@pytest.mark.parametrize(("d", "causal", "config"), [(128, False, None), (128, True, None), (64, False, None),
-                                                     (64, True, None), (64, False, (128, 3, 3, False, False)),
-                                                     (96, True, (64, 3, 2, True, True))])
-def test_gluon_forward_row_sums_either_way_gpu(rowsum, d, causal, config, gen, monkeypatch):
+@pytest.mark.parametrize(("d", "causal", "config", "dtype"), [
+    (128, False, None, torch.bfloat16), (128, True, None, torch.bfloat16), (64, False, None, torch.bfloat16),
+    (64, True, None, torch.bfloat16), (64, False, (128, 3, 3, False, False), torch.bfloat16),
+    (96, True, (64, 3, 2, True, True), torch.bfloat16), (64, False, None, torch.float16)])
+def test_gluon_forward_row_sums_either_way_gpu(rowsum, d, causal, config, dtype, gen, monkeypatch):
     """The softmax's row sums by FADDs or by the tensor cores (ROWSUM_MMA: P times a tile of ones), each forced,
     on two and three consumers (head dim 64 without a mask: three), persistent or not, ping-pong turns or not;
     GQA, Lq != Lk (causal rows that see no key)."""
     _needs_gluon()
     monkeypatch.setattr(attention_ws, "rowsum_mma", lambda fp8, consumers: rowsum)
-    _gluon_forward_check(d, config, causal, gen, ((2, 8, 2, 2100, 1537, "blhd"), (1, 4, 4, 600, 300, "bhld")))
+    _gluon_forward_check(d, config, causal, gen, ((2, 8, 2, 2100, 1537, "blhd"), (1, 4, 4, 600, 300, "bhld")), dtype)
 
 
 @pytest.mark.gpu
@@ -432,8 +433,8 @@ def test_gluon_forward_row_sums_either_way_gpu(rowsum, d, causal, config, gen, m
 ])
 def test_attention_gpu_load_paths(use_tma, d, fwd, bwd, gen):
     """Both compiled load paths at ragged shapes (GQA, Lq != Lk, causal), explicit Hopper configs."""
-    if use_tma and torch.cuda.get_device_capability()[0] < 9:
-        pytest.skip("tensor descriptors need compute capability 9")
+    if use_tma and not tma_capable(torch.device("cuda", torch.cuda.current_device())):
+        pytest.skip("tensor descriptors need compute capability 9 and the shared memory of the Hopper configs")
     check_attention(1, 8, 2, 1021, 1500, d, True, "blhd", torch.bfloat16, "cuda", gen, use_tma=use_tma,
                     ref_dtype=torch.float32, config=fwd, bwd_configs=bwd)
 

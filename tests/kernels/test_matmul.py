@@ -139,10 +139,13 @@ def test_matmul_epilogues(epi, device, gen):
 @pytest.mark.gpu
 @pytest.mark.parametrize("route", [{"split_k": 8, "splitk_fused": True},
                                    {"splitk_tma": (4, 64, 128, 4, 4, True, True)}])
-def test_matmul_gpu_split_k_on_two_streams(route, gen):
+def test_matmul_gpu_split_k_on_two_streams(route, gen, monkeypatch):
     """Split GEMMs on two streams at once: each stream counts its tiles' arrivals in its own buffer (one buffer
     per device let one stream's programs take the other's arrivals for their own)."""
-    from kernels.matmul_splitk import _LOCKS
+    from kernels import matmul_splitk
+
+    _LOCKS: dict = {}
+    monkeypatch.setattr(matmul_splitk, "_LOCKS", _LOCKS)  # no buffer from earlier tests: these calls make them
 
     a = [torch.randn(16, 4096, generator=gen).to("cuda", torch.bfloat16) for _ in range(2)]
     b = [torch.randn(4096, 2048, generator=gen).to("cuda", torch.bfloat16) for _ in range(2)]
@@ -156,11 +159,46 @@ def test_matmul_gpu_split_k_on_two_streams(route, gen):
                 outs[i].append(matmul(a[i], b[i], **route))
     torch.cuda.synchronize()
     keys = {(torch.device("cuda", torch.cuda.current_device()), s.cuda_stream) for s in streams}
-    assert keys <= set(_LOCKS), "each stream has its own counters"
+    assert keys <= set(_LOCKS) and len({id(_LOCKS[key]) for key in keys}) == 2, "each stream has its own counters"
     for i in range(2):
         for out in outs[i]:
             assert rel_err(out, want[i]) < 1e-2
     assert all(int(t.sum()) == 0 for t in _LOCKS.values())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("warm", [False, True], ids=["no-buffer", "buffer-made-before"])
+def test_matmul_gpu_split_k_in_a_cuda_graph(warm, gen, monkeypatch):
+    """A fused split-K GEMM captured in a CUDA graph on a stream of its own: counters allocated inside the capture
+    are zeroed only when the graph replays, so they serve that graph alone and are not kept for eager calls; a
+    buffer made before the capture (on another stream) serves the graph instead."""
+    from kernels import matmul_splitk
+
+    locks: dict = {}
+    monkeypatch.setattr(matmul_splitk, "_LOCKS", locks)
+    a = torch.randn(8, 4096, generator=gen).to("cuda", torch.bfloat16)
+    b = torch.randn(4096, 2048, generator=gen).to("cuda", torch.bfloat16)
+    want = a.float() @ b.float()
+    route = {"split_k": 8, "splitk_fused": True}
+    assert rel_err(matmul(a, b, **route), want) < 1e-2  # the kernels built (and a buffer made) on this stream
+    if not warm:
+        locks.clear()
+    before = dict(locks)
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.graph(graph, stream=side):
+        out = matmul(a, b, **route)
+    torch.cuda.synchronize()
+    assert set(locks) == set(before) and all(locks[key] is before[key] for key in before), \
+        "nothing allocated in the capture is kept"
+    for _ in range(3):
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert rel_err(out, want) < 1e-2
+    assert rel_err(matmul(a, b, **route), want) < 1e-2  # eager, after the capture
+    assert all(int(t.sum()) == 0 for t in locks.values())
 
 
 @pytest.mark.gpu
