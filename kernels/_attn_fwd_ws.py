@@ -325,6 +325,15 @@ def _v_tile(v_bufs, s, V_T: gl.constexpr):
 
 
 @gluon.jit
+def _pv(p_op, v_tile, o, l_i, ones, ROWSUM_MMA: gl.constexpr):
+    """Issue O += P·V (asynchronous), with ``ROWSUM_MMA`` after l += P·ones (so that waiting for all groups but
+    one leaves only the P·V in flight): (O's token, l's token, or l unchanged)."""
+    if ROWSUM_MMA:
+        l_i = warpgroup_mma(p_op, ones.permute((1, 0)), l_i, is_async=True)
+    return warpgroup_mma(p_op, v_tile, o, is_async=True), l_i
+
+
+@gluon.jit
 def _steps(o, p, m_i, l_i, j0, g0, lo, hi, n_tiles, sm, which: gl.constexpr, s_zero, rows, LK, diag, qk_scale,
            o_layout: gl.constexpr, p_layout: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
            MASKED: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr, NC: gl.constexpr,
@@ -337,10 +346,8 @@ def _steps(o, p, m_i, l_i, j0, g0, lo, hi, n_tiles, sm, which: gl.constexpr, s_z
         s_tok = _scores(sm.q.index(which), sm.k, sm.k_ready, j, s_zero, STAGES)
         prev = (j - 1) % STAGES
         mbarrier.wait(sm.v_ready.index(prev), ((j - 1) // STAGES) & 1)
-        p_op = _p_operand(p, sm.q.dtype, p_layout, PERM_K)
-        if ROWSUM_MMA:  # issued before the P·V, so that waiting for all but one group leaves only the P·V
-            l_tok = warpgroup_mma(p_op, sm.ones.index(which).permute((1, 0)), l_i, is_async=True)
-        o_tok = warpgroup_mma(p_op, _v_tile(sm.v, prev, V_T), o, is_async=True)
+        o_tok, l_tok = _pv(_p_operand(p, sm.q.dtype, p_layout, PERM_K), _v_tile(sm.v, prev, V_T), o, l_i,
+                           sm.ones.index(which), ROWSUM_MMA)
         _turn_pass(sm, which, NC, PINGPONG)
         if ROWSUM_MMA:
             s, l_i = warpgroup_mma_wait(1, deps=(s_tok, l_tok))
@@ -428,10 +435,8 @@ def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale,
             last = (j0 + n_tiles - 1) % STAGES
             mbarrier.wait(sm.v_ready.index(last), ((j0 + n_tiles - 1) // STAGES) & 1)
             _turn_wait(sm, which, g0 + n_tiles, PINGPONG)
-            p_op = _p_operand(p, dtype, p_layout, pb.PERM_K)
-            if ROWSUM_MMA:
-                l_tok = warpgroup_mma(p_op, sm.ones.index(which).permute((1, 0)), l_i, is_async=True)
-            o_tok = warpgroup_mma(p_op, _v_tile(sm.v, last, V_T), o, is_async=True)
+            o_tok, l_tok = _pv(_p_operand(p, dtype, p_layout, pb.PERM_K), _v_tile(sm.v, last, V_T), o, l_i,
+                               sm.ones.index(which), ROWSUM_MMA)
             _turn_pass(sm, which, NC, PINGPONG)
             if ROWSUM_MMA:
                 o, l_acc = warpgroup_mma_wait(0, deps=(o_tok, l_tok))

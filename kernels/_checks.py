@@ -240,14 +240,17 @@ def arrival_counters(cache: dict[tuple[torch.device, int], torch.Tensor], device
     t = cache.get(key)
     if t is not None and t.numel() >= n:
         return t
-    if cuda and torch.cuda.is_current_stream_capturing():
+    capturing = cuda and torch.cuda.is_current_stream_capturing()
+    if capturing:
         # In a CUDA graph capture an allocation comes from the graph's pool and its zero-fill runs only when the graph
         # replays: such a buffer must not serve eager calls.  Take one made outside the capture for this device (its
         # users then run in one graph, or in order), else one for this graph alone, not kept.
-        made = [b for (dev, _), b in cache.items() if dev == device and b.numel() >= n]
-        return made[0] if made else torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
+        t = next((b for (dev, _), b in cache.items() if dev == device and b.numel() >= n), None)
+        if t is not None:
+            return t
     t = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
-    cache[key] = t
+    if not capturing:
+        cache[key] = t
     return t
 
 

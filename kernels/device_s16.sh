@@ -29,7 +29,8 @@
 # call6 (H200): the same with the baseline's d64 forward entry alone.
 # call7 (H100): after a review (a read-only helper): arrival counters asked for inside a CUDA graph capture (a
 #        buffer made before it, else one for that graph alone, not kept), tests gated on tma_capable, an fp16 row for
-#        the row sums: the GEMM GPU tests and the attention GPU tests.
+#        the row sums: the GEMM GPU tests and the attention GPU tests.  Also run after the review of git diff
+#        ba329dd.. (call 8: _splitk_tma's W pointers from _c_tile, the P·V issue in one helper, _pv).
 set -o pipefail
 source kernels/device_lib.sh
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
@@ -253,7 +254,7 @@ case "$CALL" in
     tail -6 "${LOG}_baseline_update_fwd.log"
     tar -czf "$OUT/baseline_${GPU_TAG}.tgz" baselines/
     ;;
-  call7)
+  call7|call8)
     timeout 250 python3 -m pytest tests/kernels/test_matmul.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
       | tail -4 | tee "${LOG}_gpu_tests_mm.log"
     timeout 300 python3 -m pytest tests/kernels/test_attention.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \

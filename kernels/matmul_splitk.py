@@ -151,17 +151,15 @@ def _splitk_tma(A, B, W, C, LOCKS, M, N, K, KT_PER, sam, sbk, scm,
     if SPLIT == 1:
         tl.store(c_ptrs, acc.to(C.dtype.element_ty), mask=mask)
     else:
-        offs_m = off_m + tl.arange(0, BLOCK_M)
-        offs_n = off_n + tl.arange(0, BLOCK_N)
-        w_off = offs_m[:, None].to(tl.int64) * N + offs_n[None, :]  # the tile in W's (M, N) planes
-        tl.store(W + s.to(tl.int64) * M * N + w_off, acc, mask=mask)
+        w_ptrs, _ = _c_tile(W, M, N, N, off_m, off_n, BLOCK_M, BLOCK_N)  # the tile in W's first (M, N) plane
+        tl.store(w_ptrs + s.to(tl.int64) * M * N, acc, mask=mask)
         tile = pid_m * tl.num_programs(0) + pid_n
         tl.debug_barrier()  # every thread's partial stored before the release below
         arrived = tl.atomic_add(LOCKS + tile, 1, sem="acq_rel", scope="gpu")
         if arrived == SPLIT - 1:
             for t in tl.static_range(SPLIT):
                 others = mask & (tl.full([1, BLOCK_N], t, tl.int32) != s)  # its own partial is in acc
-                acc += tl.load(W + (t * M).to(tl.int64) * N + w_off, mask=others, other=0.0, cache_modifier=".cg")
+                acc += tl.load(w_ptrs + (t * M).to(tl.int64) * N, mask=others, other=0.0, cache_modifier=".cg")
             tl.store(c_ptrs, acc.to(C.dtype.element_ty), mask=mask)
             tl.atomic_xchg(LOCKS + tile, 0, sem="relaxed", scope="gpu")
 
