@@ -6,10 +6,9 @@
 #        with explicit configs at the suite's fp8 shapes, outputs and lse against the shipped config's and the
 #        dequantised fp32 reference; our bf16 Gluon forward on bf16 copies of the same data for the ratio; then the
 #        attention GPU tests (the new two-part tests among them).  Not kept: the two-part tiles were slower at every
-#        shape (kernels/NOTES.md, session 17); with the kernel reverted call 1 no longer runs as written (the kernel
-#        does not build with 192-key tiles); the diff it ran is docs/measurements/kernels_s17_fwd_two_part_tiles.patch.
+#        shape (kernels/NOTES.md, session 17), and the kernel was reverted: call 1 runs only on a tree with the diff it
+#        ran applied (git apply docs/measurements/kernels_s17_fwd_two_part_tiles.patch).
 set -o pipefail
-source kernels/device_lib.sh
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
 GPU_TAG=h100
