@@ -159,7 +159,9 @@ def _splitk_tma(A, B, W, C, LOCKS, M, N, K, KT_PER, sam, sbk, scm,
         if arrived == SPLIT - 1:
             for t in tl.static_range(SPLIT):
                 others = mask & (tl.full([1, BLOCK_N], t, tl.int32) != s)  # its own partial is in acc
-                acc += tl.load(w_ptrs + (t * M).to(tl.int64) * N, mask=others, other=0.0, cache_modifier=".cg")
+                # t's plane: an int64 scalar whatever M is (M == 1 reaches the kernel as a constexpr int)
+                acc += tl.load(w_ptrs + tl.full([], t, tl.int64) * M * N, mask=others, other=0.0,
+                               cache_modifier=".cg")
             tl.store(c_ptrs, acc.to(C.dtype.element_ty), mask=mask)
             tl.atomic_xchg(LOCKS + tile, 0, sem="relaxed", scope="gpu")
 

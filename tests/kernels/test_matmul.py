@@ -291,7 +291,8 @@ def test_matmul_gpu_split_k_tma(m, n, k, cfg, gen):
                                            (8, 9216, 520), (1, 4096, 4096), (20, 4096, 4096), (40, 4096, 1000),
                                            (5, 2048, 4096), (7, 512, 8192), (48, 1000, 3000), (12, 4096, 512),
                                            (1, 14336, 4096), (30, 64, 2000), (4, 512, 3000), (3, 40, 1000),
-                                           (40, 64, 65536), (33, 4096, 4096), (40, 8192, 1000), (47, 5120, 776)])
+                                           (40, 64, 65536), (33, 4096, 4096), (40, 8192, 1000), (47, 5120, 776),
+                                           (1, 512, 8192), (1, 2048, 4096)])
 def test_matmul_gpu_small_m_default(m, n, k, gen):
     """M <= 64 on the default path (the TMA kernel, A's box fitted to M; M <= 48: the tiles transposed, 128 or 64
     columns, K split below a quarter of a wave of them, A by pointer loads up to M = 8, through boxes of 32 + 16
