@@ -1,0 +1,254 @@
+#!/usr/bin/env bash
+# Session-18 device calls (issue 16): bash kernels/device_s18.sh CALL (OUT set by the tool).  Every step is guarded
+# by `timeout`.
+# call1 (H100): decode-sized GEMMs at 20 <= M <= 48, N 3072-5120 (still below 0.95x cuBLAS with B resident in L2):
+#        the transposed TMA tiles (matmul_splitk._splitk_tma, SWAP_AB) 128 and 256 columns wide with K split 2-8,
+#        so that A's rows are read by N / width programs' worth of chunks instead of N / 64 whole copies, beside the
+#        shipped route and cuBLAS; graph-timed hot (one B, resident in the 50 MB L2 between replays) and cold (the
+#        call cycling over copies of B, > 120 MB together), variants taking turns, best of 2 rounds.
+# call2 (ran on an H200): each program of the TMA kernel starting its K tiles at its own offset (matmul_splitk.K_ROTATE; the
+#        programs otherwise read the same A tile at the same moment) against the sequential order, both through the
+#        shipped route (matmul.matmul), beside cuBLAS, over M = 1-64 and N 512-14336, hot and cold as call 1; then the
+#        GEMM GPU tests.  Not kept (slower): call 2 runs only on a tree with its diff applied (git apply
+#        docs/measurements/kernels_s18_gemm_k_rotate.patch).  It stopped at 1x512x8192, where the split TMA path did not
+#        build at M = 1 (fixed afterwards in matmul_splitk._splitk_tma; kernels/NOTES.md, session 18).
+# call3 (ran on an H200): fp8 row sums by wgmma from P in bf16 (ROWSUM_MMA for fp8: P converted to bf16 beside its e4m3
+#        packing, one cvt a pair, carried to the next step's P·ones wgmma; the FADDs and shuffles of the sums gone:
+#        440 SASS instructions in the unmasked step against 452, offline) against the FADDs, graph-timed A/B
+#        through attention_ws.forward (attention_ws.rowsum_mma patched), outputs and lse against the fp32
+#        reference of the dequantised inputs; our bf16 forward on random bf16 inputs as the suite times it; then
+#        the attention and GEMM GPU tests (the GEMM's split TMA path at M = 1 among them).  Not kept (slower): call 3's
+#        A/B runs only with its diff applied (git apply docs/measurements/kernels_s18_fwd_fp8_rowsum_bf16.patch).
+# call4 (ran on an H200): is the forward's last partial wave a cost?  Graph-timed time per head of our Gluon forward and SDPA
+#        cuDNN, d128 L4096 without a mask (bf16, and our fp8), at head counts whose 128-row items fill whole waves of
+#        the SMs (66, 33, 132 heads: 16, 8, 32 waves on 132 SMs) or not (64, as the suite: 15.5 waves; 62, 65).
+set -o pipefail
+export PYTHONUNBUFFERED=1 PYTHONPATH=.
+CALL=${1:-call1}
+GPU_TAG=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -q H200 && echo h200 || echo h100)
+LOG=$OUT/kernels_${GPU_TAG}_s18_${CALL}
+{
+  date -u
+  nvidia-smi --query-gpu=name,uuid,driver_version,pci.bus_id,clocks.max.sm,power.limit --format=csv
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
+} 2>&1 | tee "${LOG}_env.txt"
+mkdir -p /tmp/s18
+cat > /tmp/s18/wide_split.py <<'PY'
+import math
+import sys
+
+import torch
+
+from kernels import matmul, matmul_splitk as sk, tune_cases
+from kernels.tune_bwd import _time
+
+sms = torch.cuda.get_device_properties(0).multi_processor_count
+SHAPES = [(m, n, 4096) for m in (20, 24, 32, 33, 40, 48) for n in (3072, 4096, 5120)]
+SHAPES += [(8, 4096, 4096), (16, 4096, 4096)]
+if len(sys.argv) > 1:
+    SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[1].split(",")]
+# (split, BLOCK_N, BLOCK_K, warps, stages, host descriptors, swap): all transposed, A through its TMA box
+CFGS = {"w128s2": (2, 128, 128, 4, 4, True, True), "w128s4": (4, 128, 128, 4, 4, True, True),
+        "w128s4k64": (4, 128, 64, 4, 6, True, True), "w256s4k64": (4, 256, 64, 4, 4, True, True),
+        "w256s8k64": (8, 256, 64, 4, 4, True, True), "w64s4": (4, 64, 128, 4, 4, True, True)}
+
+
+def rounds(fns, n):
+    times = {}
+    for r in range(n):  # the variants take turns, every other round reversed; best of the rounds
+        for name, fn in (list(fns.items()) if r % 2 == 0 else list(reversed(fns.items()))):
+            times[name] = min(_time(fn)[0], times.get(name, float("inf")))
+    return times
+
+
+for m, n, k in SHAPES:
+    a = tune_cases.randn((m, k), torch.bfloat16, 0)
+    b = tune_cases.randn((k, n), torch.bfloat16, 1)
+    ref = a.float() @ b.float()
+    copies = max(1, math.ceil(120 * 2**20 / b.numel() / 2))
+    bs = [b] + [b.clone() for _ in range(copies - 1)]
+    c = torch.empty((m, n), dtype=a.dtype, device=a.device)
+    route = matmul.default_tma_route(a, b, c, sms)
+    variants = {"cublas": lambda bb: torch.mm(a, bb, out=c), "default": lambda bb: matmul.matmul(a, bb, out=c)}
+    variants.update({nm: (lambda bb, cfg=cfg: sk.matmul_splitk_tma(a, bb, c, cfg)) for nm, cfg in CFGS.items()})
+    for name, fn in list(variants.items()):
+        try:
+            res = fn(b)
+            torch.cuda.synchronize()
+        except Exception as exc:  # a config that does not build or launch
+            print(f"  {m}x{n}x{k} {name}: FAILED {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+            del variants[name]
+            continue
+        err = ((res.float() - ref).norm() / ref.norm()).item()
+        if err > 1e-2:
+            print(f"  {m}x{n}x{k} {name}: WRONG rel err {err:.2e}", flush=True)
+            del variants[name]
+    hot = rounds({nm: (lambda fn=fn: fn(b)) for nm, fn in variants.items()}, 2)
+    cold = {nm: ms / copies for nm, ms in
+            rounds({nm: (lambda fn=fn: [fn(bb) for bb in bs]) for nm, fn in variants.items()}, 2).items()}
+    row = "  ".join(f"{nm} {hot[nm] * 1e3:.2f}/{cold[nm] * 1e3:.2f} ({hot['cublas'] / hot[nm]:.2f}/"
+                    f"{cold['cublas'] / cold[nm]:.2f})" for nm in variants)
+    print(f"grid {m}x{n}x{k} [route {route}] {row}", flush=True)
+PY
+
+cat > /tmp/s18/rotate.py <<'PY'
+import math
+import sys
+
+import torch
+
+from kernels import matmul, matmul_splitk as sk, tune_cases
+from kernels.tune_bwd import _time
+
+sms = torch.cuda.get_device_properties(0).multi_processor_count
+SHAPES = [(m, n, 4096) for m in (1, 8, 16, 20, 24, 32, 33, 40, 48, 56, 64) for n in (3072, 4096, 5120)]
+SHAPES += [(1, 512, 8192), (32, 1024, 4096), (32, 2048, 4096), (1, 14336, 4096), (16, 14336, 4096),
+           (48, 14336, 4096), (16, 4096, 14336), (40, 4096, 14336), (16, 4096, 512), (32, 4096, 1024)]
+if len(sys.argv) > 1:
+    SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[1].split(",")]
+
+
+def rounds(fns, n):
+    times = {}
+    for r in range(n):  # the variants take turns, every other round reversed; best of the rounds
+        for name, fn in (list(fns.items()) if r % 2 == 0 else list(reversed(fns.items()))):
+            times[name] = min(_time(fn)[0], times.get(name, float("inf")))
+    return times
+
+
+def ours(a, bb, c, rotate):
+    sk.K_ROTATE = rotate
+    return matmul.matmul(a, bb, out=c)
+
+
+for m, n, k in SHAPES:
+    a = tune_cases.randn((m, k), torch.bfloat16, 0)
+    b = tune_cases.randn((k, n), torch.bfloat16, 1)
+    ref = a.float() @ b.float()
+    copies = max(1, math.ceil(120 * 2**20 / b.numel() / 2))
+    bs = [b] + [b.clone() for _ in range(copies - 1)]
+    c = torch.empty((m, n), dtype=a.dtype, device=a.device)
+    route = matmul.default_tma_route(a, b, c, sms)
+    variants = {"cublas": lambda bb: torch.mm(a, bb, out=c), "seq": lambda bb: ours(a, bb, c, False),
+                "rot": lambda bb: ours(a, bb, c, True)}
+    for name, fn in variants.items():
+        err = ((fn(b).float() - ref).norm() / ref.norm()).item()
+        if err > 1e-2:
+            print(f"  {m}x{n}x{k} {name}: WRONG rel err {err:.2e}", flush=True)
+    hot = rounds({nm: (lambda fn=fn: fn(b)) for nm, fn in variants.items()}, 3)
+    cold = {nm: ms / copies for nm, ms in
+            rounds({nm: (lambda fn=fn: [fn(bb) for bb in bs]) for nm, fn in variants.items()}, 2).items()}
+    row = "  ".join(f"{nm} {hot[nm] * 1e3:.2f}/{cold[nm] * 1e3:.2f} ({hot['cublas'] / hot[nm]:.2f}/"
+                    f"{cold['cublas'] / cold[nm]:.2f})" for nm in variants)
+    print(f"rot {m}x{n}x{k} [route {route}] {row}  rot/seq hot x{hot['seq'] / hot['rot']:.3f} "
+          f"cold x{cold['seq'] / cold['rot']:.3f}", flush=True)
+sk.K_ROTATE = True
+PY
+
+cat > /tmp/s18/ab_rowsum.py <<'PY'
+import sys
+from functools import partial
+
+import torch
+
+from kernels import attention, attention_ws, tune_cases as cases
+from kernels import reference as ref
+from kernels._checks import LOG2E
+from kernels.tune_ws import fp8_inputs
+
+shipped_rule = attention_ws.rowsum_mma
+for spec in sys.argv[1].split(","):
+    d, seq, b, mask = spec.split(":")
+    d, seq, b, causal = int(d), int(seq), int(b), mask == "causal"
+    tag = f"fp8 b{b} h16 L{seq} d{d} {mask}"
+    q8, k8, v8, sq, sk, sv = fp8_inputs(b, 16, 16, seq, seq, d, "bhld")
+    dims = attention.check_attention(q8, k8, v8, "bhld", attention.HEAD_DIMS, dtypes=attention.FP8_DTYPES)
+    impls, outs = {}, {}
+    for name, on in (("fadd", False), ("mma-bf16", True)):
+        out = torch.empty(q8.shape, dtype=torch.bfloat16, device=q8.device)
+        lse = torch.empty((b, 16, seq), device=q8.device)
+
+        def run(out=out, lse=lse, on=on):
+            attention_ws.rowsum_mma = lambda fp8, consumers, on=on: on if fp8 else shipped_rule(fp8, consumers)
+            try:
+                return attention_ws.forward(q8, k8, v8, out, lse, dims, "bhld", causal,
+                                            d ** -0.5 * LOG2E * sq * sk, o_scale=sv)
+            finally:
+                attention_ws.rowsum_mma = shipped_rule
+
+        impls[name] = run
+        run()
+        outs[name] = (out.float().clone(), lse.clone())
+    exact = None
+    if b * seq <= 16384 and seq <= 4096:
+        exact = ref.attention_fp32(q8.float() * sq, k8.float() * sk, v8.float() * sv, causal)
+    for name, (o, l) in outs.items():
+        line = (f"# {tag} {name}: max |out - fadd| {(o - outs['fadd'][0]).abs().max().item():.3e}, "
+                f"max |lse - fadd| {(l - outs['fadd'][1]).abs().max().item():.3e}")
+        if exact is not None:
+            line += (f", rel err against fp32 {ref.rel_err(o, exact[0]):.3e}, "
+                     f"max |lse - fp32| {(l - exact[1]).abs().max().item():.3e}")
+        print(line, flush=True)
+    qb, kb, vb = (cases.randn(q8.shape, torch.bfloat16, i) for i in range(3))
+    impls["bf16-rand"] = partial(attention.attention_forward, qb, kb, vb, causal)
+    flops = cases.flops_bytes(cases.Variant("fwd", (b, 16, seq, d, causal)))[0]
+    times = {}
+    for rnd in range(4):  # the variants take turns, every other round reversed; best of the rounds
+        for name, fn in (impls.items() if rnd % 2 == 0 else reversed(impls.items())):
+            times[name] = min(cases.bench(fn, graph=True), times.get(name, float("inf")))
+    for name, ms in times.items():
+        print(f"AB {tag:28s} {name:10s} {ms:8.4f} ms {flops / ms / 1e9:7.1f} TFLOPS "
+              f"bf16-rand/this x{times['bf16-rand'] / ms:.3f} fadd/this x{times['fadd'] / ms:.3f}", flush=True)
+    del q8, k8, v8, qb, kb, vb, impls, outs, exact
+    torch.cuda.empty_cache()
+PY
+
+cat > /tmp/s18/waves.py <<'PY'
+from functools import partial
+
+import torch
+
+from kernels import attention, reference, tune_cases as cases
+from kernels._checks import LOG2E
+from kernels.tune_ws import fp8_inputs
+
+sms = torch.cuda.get_device_properties(0).multi_processor_count
+seq, d = 4096, 128
+for heads in (64, 66, 62, 65, 33, 132):
+    q, k, v = (cases.randn((1, heads, seq, d), torch.bfloat16, i) for i in range(3))
+    q8, k8, v8, sq, sk, sv = fp8_inputs(1, heads, heads, seq, seq, d, "bhld")
+    impls = {"ours": partial(attention.attention_forward, q, k, v, False, impl="gluon"),
+             "cudnn": partial(reference.sdpa, q, k, v, False, "cudnn"),
+             "fp8": partial(attention.attention_forward_fp8, q8, k8, v8, sq, sk, sv, False)}
+    times = {}
+    for rnd in range(4):  # the variants take turns, every other round reversed; best of the rounds
+        for name, fn in (impls.items() if rnd % 2 == 0 else reversed(impls.items())):
+            times[name] = min(cases.bench(fn, graph=True), times.get(name, float("inf")))
+    items = heads * seq // 128
+    print(f"waves heads {heads:3d} items {items} ({items / sms:.2f} waves): " + "  ".join(
+          f"{nm} {ms * 1e3 / heads:7.2f} us/head" for nm, ms in times.items())
+          + f"  ours/cudnn x{times['cudnn'] / times['ours']:.3f}  fp8/ours x{times['ours'] / times['fp8']:.3f}",
+          flush=True)
+    del q, k, v, q8, k8, v8
+    torch.cuda.empty_cache()
+PY
+
+case "$CALL" in
+  call1)
+    timeout 560 python3 /tmp/s18/wide_split.py 2>&1 | tee "${LOG}_wide_split.log"
+    ;;
+  call2)
+    timeout 420 python3 /tmp/s18/rotate.py 2>&1 | tee "${LOG}_rotate.log"
+    timeout 170 python3 -m pytest tests/kernels/test_matmul.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
+      | tail -15 | tee "${LOG}_gpu_tests.log"
+    ;;
+  call3)
+    timeout 300 python3 /tmp/s18/ab_rowsum.py "128:4096:4:full,128:16384:1:full,128:4096:4:causal,128:512:32:full,64:4096:4:causal,128:16384:1:causal" \
+      2>&1 | tee "${LOG}_ab_rowsum.log"
+    timeout 200 python3 -m pytest tests/kernels/test_attention.py tests/kernels/test_matmul.py -m gpu -q \
+      -p no:cacheprovider -n 8 2>&1 | tail -15 | tee "${LOG}_gpu_tests.log"
+    ;;
+  call4)
+    timeout 400 python3 /tmp/s18/waves.py 2>&1 | tee "${LOG}_waves.log"
+    ;;
+esac
