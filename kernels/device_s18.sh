@@ -22,6 +22,10 @@
 # call4 (ran on an H200): is the forward's last partial wave a cost?  Graph-timed time per head of our Gluon forward and SDPA
 #        cuDNN, d128 L4096 without a mask (bf16, and our fp8), at head counts whose 128-row items fill whole waves of
 #        the SMs (66, 33, 132 heads: 16, 8, 32 waves on 132 SMs) or not (64, as the suite: 15.5 waves; 62, 65).
+# call5 (ran on an H200): correctness sweep of the default GEMM route (matmul.matmul, no knobs) over every
+#        M = 1-64 and odd shapes beside (K and N ragged, N below one tile, a K split's chunks ragged, fp16, B
+#        column-major, B with a misaligned pitch), against fp32 products: any build error or wrong result is listed
+#        (the M = 1 split failure of this session went unseen for want of such rows).
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -233,6 +237,54 @@ for heads in (64, 66, 62, 65, 33, 132):
     torch.cuda.empty_cache()
 PY
 
+cat > /tmp/s18/sweep.py <<'PY'
+import itertools
+import traceback
+
+import torch
+
+from kernels import matmul, tune_cases
+
+sms = torch.cuda.get_device_properties(0).multi_processor_count
+ALL = ((torch.bfloat16, "row"), (torch.float16, "row"), (torch.bfloat16, "colB"), (torch.bfloat16, "pitchB"))
+# every M = 1-64 at four N x K (bf16 row-major; every variant at M = 1, 9, 17, ...), then odd shapes, every variant
+shapes = [((m, n, k), ALL if m % 8 == 1 else ALL[:1])
+          for m in range(1, 65) for n, k in ((4096, 4096), (520, 8192), (2048, 1000), (40, 136))]
+shapes += [((m, n, k), ALL) for m, n, k in itertools.product((1, 3, 8, 16, 17, 31, 33, 47, 48, 63, 64, 65, 129),
+                                                               (8, 24, 64, 1000, 3000, 5000, 11008),
+                                                               (8, 40, 777, 3000, 14336))]
+fails, routes = [], {}
+for i, ((m, n, k), variants) in enumerate(shapes):
+    for dtype, variant in variants:
+        a = tune_cases.randn((m, k), dtype, i)
+        if variant == "colB":
+            b = tune_cases.randn((n, k), dtype, i + 1).t()
+        elif variant == "pitchB":
+            b = tune_cases.randn((k, n + 8), dtype, i + 1)[:, :n]
+        else:
+            b = tune_cases.randn((k, n), dtype, i + 1)
+        want = a.float() @ b.float()
+        try:
+            c = torch.empty((m, n), dtype=dtype, device="cuda")
+            route = matmul.default_tma_route(a, b, c, sms)
+            got = matmul.matmul(a, b)
+            torch.cuda.synchronize()
+            err = ((got.float() - want).norm() / want.norm().clamp_min(1e-30)).item()
+            routes[str(route)] = routes.get(str(route), 0) + 1
+            if not err < 1e-2 or got.shape != want.shape:
+                fails.append(f"{m}x{n}x{k} {dtype} {variant} route {route}: rel err {err:.3e}")
+                print("FAIL", fails[-1], flush=True)
+        except Exception as exc:
+            fails.append(f"{m}x{n}x{k} {dtype} {variant}: {type(exc).__name__}: {str(exc).splitlines()[-1][:200]}")
+            print("FAIL", fails[-1], flush=True)
+            traceback.print_exc(limit=1)
+            torch.cuda.synchronize()
+    if i % 100 == 0:
+        print(f"{i} / {len(shapes)} shapes, {len(fails)} failures", flush=True)
+print(f"sweep: {len(shapes)} shapes, routes {routes}", flush=True)
+print(f"sweep: {len(fails)} failures", flush=True)
+PY
+
 case "$CALL" in
   call1)
     timeout 560 python3 /tmp/s18/wide_split.py 2>&1 | tee "${LOG}_wide_split.log"
@@ -250,5 +302,8 @@ case "$CALL" in
     ;;
   call4)
     timeout 400 python3 /tmp/s18/waves.py 2>&1 | tee "${LOG}_waves.log"
+    ;;
+  call5)
+    timeout 560 python3 /tmp/s18/sweep.py 2>&1 | tee "${LOG}_sweep.log"
     ;;
 esac
