@@ -26,6 +26,16 @@
 #        M = 1-64 and odd shapes beside (K and N ragged, N below one tile, a K split's chunks ragged, fp16, B
 #        column-major, B with a misaligned pitch), against fp32 products: any build error or wrong result is listed
 #        (the M = 1 split failure of this session went unseen for want of such rows).
+# call6 (H100 or H200): A through two overlapping windows (matmul_splitk.A_WINDOWS: for the transposed TMA tiles with
+#        8 < M < 64 not a power of two, a rank-3 descriptor (2, box / 2, K) whose outer stride is M - box / 2 rows, so
+#        A's first and last rows fill the box and no row is zero-filled past M) against the shipped box (one box
+#        zero-filled past M; two boxes of 32 and 16 rows at 32 < M <= 40), both through matmul.matmul, beside cuBLAS,
+#        hot and cold as call 1; then the GEMM GPU tests with the windows on.  Call 6 ran the windows at every
+#        8 < M < box (the rule then).
+# call7 (H100): call 6's A/B (box = A_WINDOWS off) with the windows at 17 <= M <= 23 and 33 <= M <= 48 (the rule
+#        then), at M = 17-48; then the GEMM GPU tests.  Shipped afterwards: matmul_splitk.a_windows, where the boxes
+#        would be zero-filled for more than 8 rows (M = 40 unsplit keeps its two boxes: windows 0.95-0.98x there).
+# call8 (H100 or H200): the committed rule: the GEMM GPU tests, and call 6's A/B at the rule's edges.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -285,6 +295,61 @@ print(f"sweep: {len(shapes)} shapes, routes {routes}", flush=True)
 print(f"sweep: {len(fails)} failures", flush=True)
 PY
 
+cat > /tmp/s18/windows.py <<'PY'
+import math
+import sys
+
+import torch
+
+from kernels import matmul, matmul_splitk as sk, tune_cases
+from kernels.tune_bwd import _time
+
+sms = torch.cuda.get_device_properties(0).multi_processor_count
+SHAPES = [(m, n, 4096) for m in (9, 12, 20, 24, 28, 33, 40, 47, 48) for n in (3072, 4096, 5120)]
+SHAPES += [(20, 14336, 4096), (40, 14336, 4096), (40, 4096, 14336), (24, 2048, 4096), (12, 1024, 4096),
+           (16, 4096, 4096), (32, 4096, 4096)]
+if len(sys.argv) > 1:
+    SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[1].split(",")]
+
+
+def rounds(fns, n):
+    times = {}
+    for r in range(n):  # the variants take turns, every other round reversed; best of the rounds
+        for name, fn in (list(fns.items()) if r % 2 == 0 else list(reversed(fns.items()))):
+            times[name] = min(_time(fn)[0], times.get(name, float("inf")))
+    return times
+
+
+def ours(a, bb, c, windows):
+    sk.A_WINDOWS = windows
+    return matmul.matmul(a, bb, out=c)
+
+
+for m, n, k in SHAPES:
+    a = tune_cases.randn((m, k), torch.bfloat16, 0)
+    b = tune_cases.randn((k, n), torch.bfloat16, 1)
+    ref = a.float() @ b.float()
+    copies = max(1, math.ceil(120 * 2**20 / b.numel() / 2))
+    bs = [b] + [b.clone() for _ in range(copies - 1)]
+    c = torch.empty((m, n), dtype=a.dtype, device=a.device)
+    route = matmul.default_tma_route(a, b, c, sms)
+    variants = {"cublas": lambda bb: torch.mm(a, bb, out=c), "box": lambda bb: ours(a, bb, c, False),
+                "win": lambda bb: ours(a, bb, c, True)}
+    for name, fn in variants.items():
+        c.fill_(float("nan"))
+        err = ((fn(b).float() - ref).norm() / ref.norm()).item()
+        if not err < 1e-2:
+            print(f"  {m}x{n}x{k} {name}: WRONG rel err {err:.2e}", flush=True)
+    hot = rounds({nm: (lambda fn=fn: fn(b)) for nm, fn in variants.items()}, 3)
+    cold = {nm: ms / copies for nm, ms in
+            rounds({nm: (lambda fn=fn: [fn(bb) for bb in bs]) for nm, fn in variants.items()}, 2).items()}
+    row = "  ".join(f"{nm} {hot[nm] * 1e3:.2f}/{cold[nm] * 1e3:.2f} ({hot['cublas'] / hot[nm]:.2f}/"
+                    f"{cold['cublas'] / cold[nm]:.2f})" for nm in variants)
+    print(f"win {m}x{n}x{k} [route {route}] {row}  win/box hot x{hot['box'] / hot['win']:.3f} "
+          f"cold x{cold['box'] / cold['win']:.3f}", flush=True)
+sk.A_WINDOWS = True
+PY
+
 case "$CALL" in
   call1)
     timeout 560 python3 /tmp/s18/wide_split.py 2>&1 | tee "${LOG}_wide_split.log"
@@ -305,5 +370,22 @@ case "$CALL" in
     ;;
   call5)
     timeout 560 python3 /tmp/s18/sweep.py 2>&1 | tee "${LOG}_sweep.log"
+    ;;
+  call6)
+    timeout 330 python3 /tmp/s18/windows.py 2>&1 | tee "${LOG}_windows.log"
+    timeout 200 python3 -m pytest tests/kernels/test_matmul.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
+      | tail -15 | tee "${LOG}_gpu_tests.log"
+    ;;
+  call7)
+    timeout 330 python3 /tmp/s18/windows.py "17x4096x4096,20x3072x4096,20x4096x4096,20x5120x4096,23x4096x4096,24x4096x4096,33x3072x4096,33x4096x4096,33x5120x4096,40x3072x4096,40x4096x4096,40x5120x4096,47x4096x4096,48x3072x4096,48x4096x4096,48x5120x4096,40x4096x14336,40x14336x4096,20x14336x4096,33x2048x4096" \
+      2>&1 | tee "${LOG}_windows.log"
+    timeout 200 python3 -m pytest tests/kernels/test_matmul.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
+      | tail -15 | tee "${LOG}_gpu_tests.log"
+    ;;
+  call8)
+    timeout 200 python3 -m pytest tests/kernels/test_matmul.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
+      | tail -15 | tee "${LOG}_gpu_tests.log"
+    timeout 200 python3 /tmp/s18/windows.py "23x4096x4096,24x4096x4096,39x4096x4096,40x4096x4096,41x4096x4096,48x4096x4096,40x2048x4096" \
+      2>&1 | tee "${LOG}_windows.log"
     ;;
 esac

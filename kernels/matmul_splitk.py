@@ -7,7 +7,8 @@ Each program here reduces one K chunk of one (BLOCK_M, BLOCK_N) tile into an fp3
 or else a second kernel does, through pointer loads (kernels.matmul takes it only where the TMA route cannot run).
 ``matmul_splitk_tma`` is the tensor-descriptor (TMA) kernel for the same products, the default route: unsplit tiles
 32, 64 or 128 columns wide (or split), A's box as many rows as M needs, for M <= SWAP_MAX_M the tile computed
-transposed (on wgmma) and A by pointer loads up to A_PTR_MAX_M.
+transposed (on wgmma), A by pointer loads up to A_PTR_MAX_M, and through two overlapping windows of its first and last
+rows where the box would be zero-filled for many rows past M (``a_windows``).
 """
 
 from __future__ import annotations
@@ -72,10 +73,15 @@ def _splitk_reduce(W, C, M, N, SPLIT, scm, scn, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _a_tile(A, a_desc, M, K, sam, off_m, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, A_PTR: tl.constexpr):
+def _a_tile(A, a_desc, M, K, sam, off_m, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, A_PTR: tl.constexpr,
+            A_WIN: tl.constexpr = False):
     # A's (BLOCK_M, BLOCK_K) tile at K tile kt: through its TMA box, or (A_PTR: A is the raw pointer) by masked loads,
-    # so the box's rows past M are not zero-filled by the TMA unit
-    if A_PTR:
+    # so the box's rows past M are not zero-filled by the TMA unit; A_WIN: two windows of BLOCK_M / 2 rows, the first
+    # and the last rows of A, through a rank-3 descriptor (2, BLOCK_M / 2, K) whose outer stride is M - BLOCK_M / 2
+    # rows (overlapping, all in bounds)
+    if A_WIN:
+        return a_desc.load([0, 0, kt * BLOCK_K]).reshape([BLOCK_M, BLOCK_K])
+    elif A_PTR:
         rows = off_m + tl.arange(0, BLOCK_M)
         cols = kt * BLOCK_K + tl.arange(0, BLOCK_K)
         return tl.load(A + rows[:, None].to(tl.int64) * sam + cols[None, :],
@@ -94,10 +100,22 @@ def _c_tile(C, M, N, scm, off_m, off_n, ROWS: tl.constexpr, COLS: tl.constexpr):
 
 
 @triton.jit
+def _win_tile(C, M, N, scm, off_n, ROWS: tl.constexpr, COLS: tl.constexpr):
+    # _c_tile for A_WIN's two windows: tile row r < ROWS / 2 is A's row r, row r >= ROWS / 2 is row M - ROWS + r,
+    # stored only where it is past the first window's rows
+    r = tl.arange(0, ROWS)
+    rows = tl.where(r < ROWS // 2, r, M - ROWS + r)
+    cols = off_n + tl.arange(0, COLS)
+    keep = (r < ROWS // 2) | (rows >= ROWS // 2)
+    mask = keep[:, None] & (rows[:, None] < M) & (cols[None, :] < N)
+    return C + rows[:, None].to(tl.int64) * scm + cols[None, :], mask
+
+
+@triton.jit
 def _splitk_tma(A, B, W, C, LOCKS, M, N, K, KT_PER, sam, sbk, scm,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
                 HOST_DESC: tl.constexpr, DOT_F32: tl.constexpr, SWAP_AB: tl.constexpr = False,
-                A_PTR: tl.constexpr = False, A2=None, BLOCK_M2: tl.constexpr = 0):
+                A_PTR: tl.constexpr = False, A2=None, BLOCK_M2: tl.constexpr = 0, A_WIN: tl.constexpr = False):
     # Tensor-descriptor (TMA) version of _splitk_partial with the fused reduction: program (pid_n, pid_m, s)
     # reduces K tiles [s * KT_PER, (s + 1) * KT_PER) of one (BLOCK_M, BLOCK_N) tile.  SPLIT == 1: the tile is
     # written to C directly (an unsplit, non-persistent GEMM).  Otherwise the fp32 partial goes to W (SPLIT, M, N)
@@ -133,7 +151,7 @@ def _splitk_tma(A, B, W, C, LOCKS, M, N, K, KT_PER, sam, sbk, scm,
     else:
         acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     for kt in range(kt_lo, kt_hi):
-        a = _a_tile(A, a_desc, M, K, sam, off_m, kt, BLOCK_M, BLOCK_K, A_PTR)
+        a = _a_tile(A, a_desc, M, K, sam, off_m, kt, BLOCK_M, BLOCK_K, A_PTR, A_WIN)
         b = b_desc.load([kt * BLOCK_K, off_n])
         if SWAP_AB:
             acc_t = mma(b.T, a.T, acc_t, DOT_F32)
@@ -147,11 +165,17 @@ def _splitk_tma(A, B, W, C, LOCKS, M, N, K, KT_PER, sam, sbk, scm,
         if BLOCK_M2 > 0:  # the second box's rows, stored here (SPLIT == 1)
             c2_ptrs, mask2 = _c_tile(C, M, N, scm, off_m + BLOCK_M, off_n, BLOCK_M2, BLOCK_N)
             tl.store(c2_ptrs, acc_t2.T.to(C.dtype.element_ty), mask=mask2)
-    c_ptrs, mask = _c_tile(C, M, N, scm, off_m, off_n, BLOCK_M, BLOCK_N)
+    if A_WIN:  # tile row r holds A's row r (first window) or M - BLOCK_M + r (second), each stored once
+        c_ptrs, mask = _win_tile(C, M, N, scm, off_n, BLOCK_M, BLOCK_N)
+    else:
+        c_ptrs, mask = _c_tile(C, M, N, scm, off_m, off_n, BLOCK_M, BLOCK_N)
     if SPLIT == 1:
         tl.store(c_ptrs, acc.to(C.dtype.element_ty), mask=mask)
     else:
-        w_ptrs, _ = _c_tile(W, M, N, N, off_m, off_n, BLOCK_M, BLOCK_N)  # the tile in W's first (M, N) plane
+        if A_WIN:
+            w_ptrs, _ = _win_tile(W, M, N, N, off_n, BLOCK_M, BLOCK_N)
+        else:
+            w_ptrs, _ = _c_tile(W, M, N, N, off_m, off_n, BLOCK_M, BLOCK_N)  # the tile in W's first (M, N) plane
         tl.store(w_ptrs + s.to(tl.int64) * M * N, acc, mask=mask)
         tile = pid_m * tl.num_programs(0) + pid_n
         tl.debug_barrier()  # every thread's partial stored before the release below
@@ -263,6 +287,28 @@ SWAP_MAX_SPLIT = 16
 # 1.17; 40x5120 0.99 / 0.99 against 0.79 / 0.96, 0.86 / 0.99 against 0.65 / 0.86).  At M = 48 (16 zero-filled rows)
 # mixed: 48x4096 0.76 / 0.98 against 0.70 / 1.02 on the H100, 1.03 / 1.20 against 1.07 / 1.24 on the H200.  0: off.
 A_TWO_BOXES_MAX_M = 40
+# Transposed tiles through TMA where A's boxes would be zero-filled for more than A_WINDOWS_MIN_ZERO_ROWS rows past M
+# (``a_windows``): A read as two windows of half the box's rows, A's first and last rows, through one rank-3
+# descriptor with an overlapping outer stride, so no row of the box is past M (``_splitk_tma``'s A_WIN; session 18).
+# x the boxes' speed hot / cold, H100 GPU-6561e1c2 (call 7): 20x4096x4096 1.07 / 1.00, 23x4096 1.06 / 1.00, 33x4096
+# 1.03 / 1.04, 47x4096 1.20 / 1.00, 48x4096 1.08 / 1.00, 33x2048 (K split 2) 1.25 / 1.05; at M = 40 against two
+# boxes (8 rows zero-filled) 0.95-0.98 / 0.97-1.04.  H200 GPU-9d6edd73 (call 6): 20x5120 1.14 / 1.01, 33x4096 1.10 /
+# 1.04, 47x5120 1.26 / 1.15, 48x4096 1.07 / 1.01, M = 40 0.98-1.12; at M = 9, 12, 24 (7, 4, 8 rows) 0.96-1.00.
+A_WINDOWS = True
+A_WINDOWS_MIN_ZERO_ROWS = 8
+
+
+def box_rows_zero_filled(m: int, split: int) -> int:
+    """Rows of A's TMA boxes past M on the box route: one box of ``box_rows`` rows, or 32 + 16 rows unsplit at 32 < M
+    <= A_TWO_BOXES_MAX_M."""
+    return (48 if split == 1 and 32 < m <= min(48, A_TWO_BOXES_MAX_M) else box_rows(m)) - m
+
+
+def a_windows(m: int, split: int = 1) -> bool:
+    """Whether the transposed TMA tiles read A through two windows (``A_WINDOWS``; A through its TMA box, above
+    A_PTR_MAX_M): where the boxes would be zero-filled for more than A_WINDOWS_MIN_ZERO_ROWS rows past M (unsplit,
+    17 <= M <= 23, 33 <= M <= 39 and 41 <= M <= 48)."""
+    return A_WINDOWS and m > A_PTR_MAX_M and box_rows_zero_filled(m, split) > A_WINDOWS_MIN_ZERO_ROWS
 
 
 def tma_splitk_ok(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
@@ -363,13 +409,21 @@ def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config:
     # 32 < M <= A_TWO_BOXES_MAX_M transposed and unsplit: A through boxes of 32 and 16 rows instead of one of 64
     bm2 = 16 if swap and not a_ptr and split == 1 and 32 < m <= min(48, A_TWO_BOXES_MAX_M) else 0
     bm = 32 if bm2 else box_rows(m)
+    # two overlapping windows of A's rows instead of a box zero-filled past M (A_WINDOWS)
+    win = swap and bool(host) and not a_ptr and a_windows(m, split)
+    if win:
+        bm, bm2 = box_rows(m), 0
     grid = (triton.cdiv(n, bn), triton.cdiv(m, bm + bm2), split)
     work = torch.empty((split, m, n), dtype=torch.float32, device=a.device) if split > 1 else c
     locks = arrival_counters(_LOCKS, a.device, grid[0] * grid[1]) if split > 1 else c
     if host:
         from triton.tools.tensor_descriptor import TensorDescriptor
 
-        da = a if a_ptr else TensorDescriptor(a, [m, k], [a.stride(0), 1], [bm, bk])
+        if win:
+            half = bm // 2
+            da = TensorDescriptor(a, [2, half, k], [(m - half) * a.stride(0), a.stride(0), 1], [2, half, bk])
+        else:
+            da = a if a_ptr else TensorDescriptor(a, [m, k], [a.stride(0), 1], [bm, bk])
         db = TensorDescriptor(b, [k, n], [b.stride(0), 1], [bk, bn])
         da2 = TensorDescriptor(a, [m, k], [a.stride(0), 1], [bm2, bk]) if bm2 else None
     else:
@@ -378,7 +432,7 @@ def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config:
     extra = {} if interp else {"num_warps": warps, "num_stages": stages}
     _splitk_tma[grid](da, db, work, c, locks, m, n, k, kt_per, a.stride(0), b.stride(0), c.stride(0),
                       BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT=split, HOST_DESC=bool(host),
-                      DOT_F32=interp, SWAP_AB=swap, A_PTR=a_ptr, A2=da2, BLOCK_M2=bm2, **extra)
+                      DOT_F32=interp, SWAP_AB=swap, A_PTR=a_ptr, A2=da2, BLOCK_M2=bm2, A_WIN=win, **extra)
     return c
 
 

@@ -243,13 +243,52 @@ def test_matmul_split_k_tma(m, n, k, cfg, device, gen):
 @pytest.mark.parametrize("max_m", [0, 40, 48])
 @pytest.mark.parametrize(("m", "n", "k"), [(33, 40, 72), (40, 72, 136), (41, 48, 56), (48, 24, 40)])
 def test_matmul_split_k_tma_two_a_boxes(m, n, k, max_m, device, gen, monkeypatch):
-    """32 < M <= 48 transposed and unsplit: A through boxes of 32 and 16 rows (up to A_TWO_BOXES_MAX_M) or one of
-    64; every row written (check_matmul's NaN-filled output), split or not."""
+    """32 < M <= 48 transposed and unsplit, A's windows off: A through boxes of 32 and 16 rows (up to
+    A_TWO_BOXES_MAX_M) or one of 64; every row written (check_matmul's NaN-filled output), split or not."""
     from kernels import matmul_splitk as sk
 
     monkeypatch.setattr(sk, "A_TWO_BOXES_MAX_M", max_m)
+    monkeypatch.setattr(sk, "A_WINDOWS", False)
     for cfg in ((1, 64, 128, 4, 6, True, True), (1, 64, 128, 4, 6, False, True), (2, 64, 128, 4, 4, True, True)):
         check_matmul(m, n, k, torch.bfloat16, device, gen, splitk_tma=cfg)
+
+
+def test_a_windows_rule(monkeypatch):
+    """A through two windows where its boxes would be zero-filled for more than 8 rows past M (unsplit, 32 < M <= 40
+    takes boxes of 32 + 16 rows); never at M <= A_PTR_MAX_M (pointer loads), at a power of two, or with A_WINDOWS
+    off."""
+    from kernels import matmul_splitk as sk
+
+    assert [m for m in range(1, 49) if sk.a_windows(m)] == [*range(17, 24), *range(33, 40), *range(41, 49)]
+    assert [m for m in range(1, 49) if sk.a_windows(m, split=2)] == [*range(17, 24), *range(33, 49)]
+    monkeypatch.setattr(sk, "A_TWO_BOXES_MAX_M", 0)
+    assert [m for m in range(1, 49) if sk.a_windows(m)] == [*range(17, 24), *range(33, 49)]
+    monkeypatch.setattr(sk, "A_WINDOWS", False)
+    assert not any(sk.a_windows(m, s) for m in range(1, 65) for s in (1, 2))
+
+
+@pytest.mark.parametrize(("m", "n", "k"), [(17, 40, 72), (23, 72, 136), (33, 48, 56), (47, 24, 40), (48, 40, 264),
+                                           (39, 64, 200)])
+@pytest.mark.parametrize("cfg", [(1, 64, 128, 4, 6, True, True), (2, 64, 128, 4, 4, True, True),
+                                 (3, 128, 64, 4, 8, True, True), (1, 64, 128, 4, 6, False, True)])
+def test_matmul_split_k_tma_a_windows(m, n, k, cfg, device, gen, monkeypatch):
+    """A's two overlapping windows (host descriptors; a device-descriptor config keeps the box): the first and the
+    last rows of A each written once, every row written (check_matmul's NaN-filled output), split or not; twice."""
+    from kernels import matmul_splitk as sk
+
+    real, seen = sk._splitk_tma, []
+
+    class Spy:  # records the kernel's A_WIN and launches the real kernel
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                seen.append(kwargs["A_WIN"])
+                return real[grid](*args, **kwargs)
+            return launch
+
+    monkeypatch.setattr(sk, "_splitk_tma", Spy())
+    for _ in range(2):
+        check_matmul(m, n, k, torch.bfloat16, device, gen, splitk_tma=cfg)
+    assert seen == [bool(cfg[5])] * 2
 
 
 def test_matmul_split_k_tma_rejects_colmajor(device, gen):
