@@ -125,7 +125,9 @@ def _splitk_tma(A, B, W, C, LOCKS, M, N, K, KT_PER, sam, sbk, scm,
     # (BLOCK_N rows) as the product's M side and A's (BLOCK_M, the small M) as its N side, so BLOCK_N >= 64 runs on
     # wgmma straight from shared memory whatever M is (else M < 64 runs on mma.sync through registers).  BLOCK_M2
     # (SWAP_AB, SPLIT == 1, one program along M): A's rows past BLOCK_M through a second box of BLOCK_M2 rows (A2),
-    # so 48 rows take boxes of 32 + 16 rather than one of 64 zero-filled past M.
+    # so 48 rows take boxes of 32 + 16 rather than one of 64 zero-filled past M.  A_WIN (HOST_DESC, one program along
+    # M): A is a rank-3 descriptor of two overlapping windows, its first and last BLOCK_M / 2 rows (_a_tile), the
+    # tile's rows stored back to their rows of C (_win_tile).
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     s = tl.program_id(2)
@@ -291,9 +293,11 @@ A_TWO_BOXES_MAX_M = 40
 # (``a_windows``): A read as two windows of half the box's rows, A's first and last rows, through one rank-3
 # descriptor with an overlapping outer stride, so no row of the box is past M (``_splitk_tma``'s A_WIN; session 18).
 # x the boxes' speed hot / cold, H100 GPU-6561e1c2 (call 7): 20x4096x4096 1.07 / 1.00, 23x4096 1.06 / 1.00, 33x4096
-# 1.03 / 1.04, 47x4096 1.20 / 1.00, 48x4096 1.08 / 1.00, 33x2048 (K split 2) 1.25 / 1.05; at M = 40 against two
-# boxes (8 rows zero-filled) 0.95-0.98 / 0.97-1.04.  H200 GPU-9d6edd73 (call 6): 20x5120 1.14 / 1.01, 33x4096 1.10 /
-# 1.04, 47x5120 1.26 / 1.15, 48x4096 1.07 / 1.01, M = 40 0.98-1.12; at M = 9, 12, 24 (7, 4, 8 rows) 0.96-1.00.
+# 1.03 / 1.04 (33x3072 1.00 / 0.99), 47x4096 1.20 / 1.00, 48x4096 1.08 / 1.00, 33x2048 (K split 2) 1.25 / 1.05; at
+# M = 40 against two boxes (8 rows zero-filled) 0.95-0.98 / 0.97-1.04 at K = 4096 (1.02 at 40x4096x14336 and
+# 40x14336x4096).  H200 GPU-9d6edd73 (call 6): 20x5120 1.14 / 1.01, 33x4096 1.10 / 1.04, 47x5120 1.26 / 1.15, 48x4096
+# 1.07 / 1.01, M = 40 0.97-1.12; unsplit at M = 9, 12, 24 (7, 4, 8 rows) 0.96-1.01 (24x2048, K split 2: 1.05 / 1.03,
+# not taken: the rule counts rows, not splits).
 A_WINDOWS = True
 A_WINDOWS_MIN_ZERO_ROWS = 8
 
@@ -307,8 +311,10 @@ def box_rows_zero_filled(m: int, split: int) -> int:
 def a_windows(m: int, split: int = 1) -> bool:
     """Whether the transposed TMA tiles read A through two windows (``A_WINDOWS``; A through its TMA box, above
     A_PTR_MAX_M): where the boxes would be zero-filled for more than A_WINDOWS_MIN_ZERO_ROWS rows past M (unsplit,
-    17 <= M <= 23, 33 <= M <= 39 and 41 <= M <= 48)."""
-    return A_WINDOWS and m > A_PTR_MAX_M and box_rows_zero_filled(m, split) > A_WINDOWS_MIN_ZERO_ROWS
+    17 <= M <= 23, 33 <= M <= 39 and 41 <= M <= 48; split, 17 <= M <= 23 and 33 <= M <= 48).  Never where M is at
+    most half the box (the second window's outer stride M - box / 2 would not be positive)."""
+    return (A_WINDOWS and m > A_PTR_MAX_M and 2 * m > box_rows(m)
+            and box_rows_zero_filled(m, split) > A_WINDOWS_MIN_ZERO_ROWS)
 
 
 def tma_splitk_ok(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
@@ -348,7 +354,8 @@ def swapped_tma_config(m: int, n: int, k: int, num_sms: int) -> tuple:
     """The default config for M <= SWAP_MAX_M: WIDE_TMA_CONFIGS' tiles computed transposed (SWAP_AB), the first
     filling WIDE_MIN_FILL of its waves, else LAST_RESORT_MIN_FILL, else the 64-column ones, their K split where
     they are no more than a quarter of the SMs (``swap_split``); A by pointer loads up to M = A_PTR_MAX_M
-    (``matmul_splitk_tma`` reads A through two boxes, 32 and 16 rows, at 32 < M <= A_TWO_BOXES_MAX_M unsplit)."""
+    (``matmul_splitk_tma`` reads A through two boxes, 32 and 16 rows, at 32 < M <= A_TWO_BOXES_MAX_M unsplit, and
+    through two overlapping windows where ``a_windows``)."""
     cfg = wide_tma_config(m, n, num_sms) or wide_tma_config(m, n, num_sms, LAST_RESORT_MIN_FILL)
     split = 1
     if cfg is None:
@@ -392,7 +399,8 @@ def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config:
     ``config`` = (split, BLOCK_N, BLOCK_K, num_warps, num_stages, host descriptors) as SPLITK_TMA_CONFIG, then
     optionally swap (the tile computed transposed: ``_splitk_tma``'s SWAP_AB, on wgmma where BLOCK_N >= 64) and
     a_ptr (A by masked pointer loads instead of its TMA box: A_PTR).  Swapped, unsplit, through TMA and 32 < M <=
-    A_TWO_BOXES_MAX_M: A's rows through boxes of 32 and 16 rows (BLOCK_M2)."""
+    A_TWO_BOXES_MAX_M: A's rows through boxes of 32 and 16 rows (BLOCK_M2).  Swapped, through host descriptors, where
+    ``a_windows``: A through two overlapping windows of its first and last rows (A_WIN) instead."""
     m, k = a.shape
     n = b.shape[1]
     split, bn, bk, warps, stages, host, *rest = config
@@ -413,6 +421,7 @@ def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config:
     win = swap and bool(host) and not a_ptr and a_windows(m, split)
     if win:
         bm, bm2 = box_rows(m), 0
+        assert bm // 2 < m <= bm, (m, bm)  # one program along M, both windows inside A (_win_tile ignores off_m)
     grid = (triton.cdiv(n, bn), triton.cdiv(m, bm + bm2), split)
     work = torch.empty((split, m, n), dtype=torch.float32, device=a.device) if split > 1 else c
     locks = arrival_counters(_LOCKS, a.device, grid[0] * grid[1]) if split > 1 else c

@@ -272,8 +272,23 @@ def test_a_windows_rule(monkeypatch):
 @pytest.mark.parametrize("cfg", [(1, 64, 128, 4, 6, True, True), (2, 64, 128, 4, 4, True, True),
                                  (3, 128, 64, 4, 8, True, True), (1, 64, 128, 4, 6, False, True)])
 def test_matmul_split_k_tma_a_windows(m, n, k, cfg, device, gen, monkeypatch):
-    """A's two overlapping windows (host descriptors; a device-descriptor config keeps the box): the first and the
-    last rows of A each written once, every row written (check_matmul's NaN-filled output), split or not; twice."""
+    """A's two overlapping windows (host descriptors; a device-descriptor config keeps the box): every row of the
+    output written and right (check_matmul's NaN-filled output), split or not; twice, the arrival counters reset."""
+    _check_a_windows(m, n, k, cfg, device, gen, monkeypatch, calls=2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("m", "n", "k"), [(17, 4096, 4096), (23, 1000, 3000), (33, 5000, 776), (39, 2048, 4096),
+                                           (41, 14336, 520), (47, 4104, 776), (48, 64, 65536)])
+@pytest.mark.parametrize("cfg", [(1, 64, 128, 4, 6, True, True), (4, 64, 128, 4, 4, True, True),
+                                 (1, 128, 128, 4, 4, True, True), (16, 64, 128, 4, 4, True, True)])
+def test_matmul_gpu_split_k_tma_a_windows(m, n, k, cfg, gen, monkeypatch):
+    """A's two overlapping windows on the GPU at real shapes (the TMA unit's rank-3 descriptor with an overlapping
+    outer stride), split up to 16 ways or not; three calls in a row."""
+    _check_a_windows(m, n, k, cfg, "cuda", gen, monkeypatch, calls=3, ref_dtype=torch.float32)
+
+
+def _check_a_windows(m, n, k, cfg, device, gen, monkeypatch, calls, **kw):
     from kernels import matmul_splitk as sk
 
     real, seen = sk._splitk_tma, []
@@ -286,9 +301,10 @@ def test_matmul_split_k_tma_a_windows(m, n, k, cfg, device, gen, monkeypatch):
             return launch
 
     monkeypatch.setattr(sk, "_splitk_tma", Spy())
-    for _ in range(2):
-        check_matmul(m, n, k, torch.bfloat16, device, gen, splitk_tma=cfg)
-    assert seen == [bool(cfg[5])] * 2
+    for _ in range(calls):
+        check_matmul(m, n, k, torch.bfloat16, device, gen, splitk_tma=cfg, **kw)
+    assert seen == [bool(cfg[5])] * calls
+    assert all(int(t.sum()) == 0 for t in sk._LOCKS.values())
 
 
 def test_matmul_split_k_tma_rejects_colmajor(device, gen):
@@ -335,7 +351,8 @@ def test_matmul_gpu_split_k_tma(m, n, k, cfg, gen):
 def test_matmul_gpu_small_m_default(m, n, k, gen):
     """M <= 64 on the default path (the TMA kernel, A's box fitted to M; M <= 48: the tiles transposed, 128 or 64
     columns, K split below a quarter of a wave of them, A by pointer loads up to M = 8, through boxes of 32 + 16
-    rows at 32 < M <= 40 unsplit; larger M:
+    rows at 32 < M <= 40 unsplit, through two overlapping windows where the boxes would be zero-filled for more than
+    8 rows past M; larger M:
     its wide tiles where they fill the GPU, over one or more waves, else SPLITK_TMA_CONFIG's, else wide tiles filling
     half their waves, else the persistent kernel), twice."""
     for _ in range(2):
