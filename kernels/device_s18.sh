@@ -40,6 +40,8 @@
 #        run as written.
 # call9 (H100 or H200): after a review (a_windows never where M <= box / 2; GPU rows for the windows at real shapes,
 #        split up to 16 ways): the GEMM GPU tests.
+# call10 (H100 or H200): after a second review (A's window rows mapped by _c_tile instead of a near-copy, _win_tile;
+#        the two-box rule in one place, two_a_boxes): the GEMM GPU tests.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -392,7 +394,7 @@ case "$CALL" in
     timeout 200 python3 /tmp/s18/windows.py "23x4096x4096,24x4096x4096,39x4096x4096,40x4096x4096,41x4096x4096,48x4096x4096,40x2048x4096" \
       2>&1 | tee "${LOG}_windows.log"
     ;;
-  call9)
+  call9|call10)
     timeout 300 python3 -m pytest tests/kernels/test_matmul.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
       | tail -15 | tee "${LOG}_gpu_tests.log"
     ;;

@@ -91,23 +91,18 @@ def _a_tile(A, a_desc, M, K, sam, off_m, kt, BLOCK_M: tl.constexpr, BLOCK_K: tl.
 
 
 @triton.jit
-def _c_tile(C, M, N, scm, off_m, off_n, ROWS: tl.constexpr, COLS: tl.constexpr):
-    # pointers into C of the (ROWS, COLS) tile at (off_m, off_n), and its in-bounds mask
-    rows = off_m + tl.arange(0, ROWS)
+def _c_tile(C, M, N, scm, off_m, off_n, ROWS: tl.constexpr, COLS: tl.constexpr, A_WIN: tl.constexpr = False):
+    # pointers into C of the (ROWS, COLS) tile at (off_m, off_n), and its in-bounds mask.  A_WIN (A read through two
+    # windows, one program along M): tile row r < ROWS / 2 is row r, row r >= ROWS / 2 is row M - ROWS + r, masked
+    # where the first window has it, so each row is stored once
+    r = tl.arange(0, ROWS)
+    rows = off_m + r
+    if A_WIN:
+        rows = tl.where(r < ROWS // 2, r, M - ROWS + r)
     cols = off_n + tl.arange(0, COLS)
     mask = (rows[:, None] < M) & (cols[None, :] < N)
-    return C + rows[:, None].to(tl.int64) * scm + cols[None, :], mask
-
-
-@triton.jit
-def _win_tile(C, M, N, scm, off_n, ROWS: tl.constexpr, COLS: tl.constexpr):
-    # _c_tile for A_WIN's two windows: tile row r < ROWS / 2 is A's row r, row r >= ROWS / 2 is row M - ROWS + r,
-    # stored only where it is past the first window's rows
-    r = tl.arange(0, ROWS)
-    rows = tl.where(r < ROWS // 2, r, M - ROWS + r)
-    cols = off_n + tl.arange(0, COLS)
-    keep = (r < ROWS // 2) | (rows >= ROWS // 2)
-    mask = keep[:, None] & (rows[:, None] < M) & (cols[None, :] < N)
+    if A_WIN:
+        mask = mask & ((r < ROWS // 2) | (rows >= ROWS // 2))[:, None]
     return C + rows[:, None].to(tl.int64) * scm + cols[None, :], mask
 
 
@@ -127,7 +122,7 @@ def _splitk_tma(A, B, W, C, LOCKS, M, N, K, KT_PER, sam, sbk, scm,
     # (SWAP_AB, SPLIT == 1, one program along M): A's rows past BLOCK_M through a second box of BLOCK_M2 rows (A2),
     # so 48 rows take boxes of 32 + 16 rather than one of 64 zero-filled past M.  A_WIN (HOST_DESC, one program along
     # M): A is a rank-3 descriptor of two overlapping windows, its first and last BLOCK_M / 2 rows (_a_tile), the
-    # tile's rows stored back to their rows of C (_win_tile).
+    # tile's rows stored back to their rows of C (_c_tile).
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     s = tl.program_id(2)
@@ -167,17 +162,11 @@ def _splitk_tma(A, B, W, C, LOCKS, M, N, K, KT_PER, sam, sbk, scm,
         if BLOCK_M2 > 0:  # the second box's rows, stored here (SPLIT == 1)
             c2_ptrs, mask2 = _c_tile(C, M, N, scm, off_m + BLOCK_M, off_n, BLOCK_M2, BLOCK_N)
             tl.store(c2_ptrs, acc_t2.T.to(C.dtype.element_ty), mask=mask2)
-    if A_WIN:  # tile row r holds A's row r (first window) or M - BLOCK_M + r (second), each stored once
-        c_ptrs, mask = _win_tile(C, M, N, scm, off_n, BLOCK_M, BLOCK_N)
-    else:
-        c_ptrs, mask = _c_tile(C, M, N, scm, off_m, off_n, BLOCK_M, BLOCK_N)
+    c_ptrs, mask = _c_tile(C, M, N, scm, off_m, off_n, BLOCK_M, BLOCK_N, A_WIN)
     if SPLIT == 1:
         tl.store(c_ptrs, acc.to(C.dtype.element_ty), mask=mask)
     else:
-        if A_WIN:
-            w_ptrs, _ = _win_tile(W, M, N, N, off_n, BLOCK_M, BLOCK_N)
-        else:
-            w_ptrs, _ = _c_tile(W, M, N, N, off_m, off_n, BLOCK_M, BLOCK_N)  # the tile in W's first (M, N) plane
+        w_ptrs, _ = _c_tile(W, M, N, N, off_m, off_n, BLOCK_M, BLOCK_N, A_WIN)  # the tile in W's first (M, N) plane
         tl.store(w_ptrs + s.to(tl.int64) * M * N, acc, mask=mask)
         tile = pid_m * tl.num_programs(0) + pid_n
         tl.debug_barrier()  # every thread's partial stored before the release below
@@ -302,10 +291,14 @@ A_WINDOWS = True
 A_WINDOWS_MIN_ZERO_ROWS = 8
 
 
+def two_a_boxes(m: int, split: int) -> bool:
+    """Whether the box route reads A through two boxes, 32 and 16 rows (unsplit, 32 < M <= A_TWO_BOXES_MAX_M)."""
+    return split == 1 and 32 < m <= min(48, A_TWO_BOXES_MAX_M)
+
+
 def box_rows_zero_filled(m: int, split: int) -> int:
-    """Rows of A's TMA boxes past M on the box route: one box of ``box_rows`` rows, or 32 + 16 rows unsplit at 32 < M
-    <= A_TWO_BOXES_MAX_M."""
-    return (48 if split == 1 and 32 < m <= min(48, A_TWO_BOXES_MAX_M) else box_rows(m)) - m
+    """Rows of A's TMA boxes past M on the box route: one box of ``box_rows`` rows, or 32 + 16 (``two_a_boxes``)."""
+    return (48 if two_a_boxes(m, split) else box_rows(m)) - m
 
 
 def a_windows(m: int, split: int = 1) -> bool:
@@ -414,14 +407,13 @@ def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config:
     k_tiles = triton.cdiv(k, bk)
     kt_per = triton.cdiv(k_tiles, max(1, split))
     split = triton.cdiv(k_tiles, kt_per)  # every chunk non-empty
-    # 32 < M <= A_TWO_BOXES_MAX_M transposed and unsplit: A through boxes of 32 and 16 rows instead of one of 64
-    bm2 = 16 if swap and not a_ptr and split == 1 and 32 < m <= min(48, A_TWO_BOXES_MAX_M) else 0
-    bm = 32 if bm2 else box_rows(m)
-    # two overlapping windows of A's rows instead of a box zero-filled past M (A_WINDOWS)
+    # transposed, through A's TMA box: two overlapping windows of A's rows where its boxes would be zero-filled for
+    # many rows past M (A_WINDOWS), else at 32 < M <= A_TWO_BOXES_MAX_M unsplit boxes of 32 and 16 rows, not one of 64
     win = swap and bool(host) and not a_ptr and a_windows(m, split)
-    if win:
-        bm, bm2 = box_rows(m), 0
-        assert bm // 2 < m <= bm, (m, bm)  # one program along M, both windows inside A (_win_tile ignores off_m)
+    bm2 = 16 if swap and not a_ptr and not win and two_a_boxes(m, split) else 0
+    bm = 32 if bm2 else box_rows(m)
+    if win:  # one program along M, both windows inside A (_c_tile's window rows ignore off_m)
+        assert bm // 2 < m <= bm, (m, bm)
     grid = (triton.cdiv(n, bn), triton.cdiv(m, bm + bm2), split)
     work = torch.empty((split, m, n), dtype=torch.float32, device=a.device) if split > 1 else c
     locks = arrival_counters(_LOCKS, a.device, grid[0] * grid[1]) if split > 1 else c
