@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# Session-19 device calls (issue 16): bash kernels/device_s19.sh CALL (OUT set by the tool).  Every step is guarded
+# by `timeout`.
+# call1 (H100 or H200): (a) which cuBLAS kernels (names, grids, blocks, registers, shared memory from torch.profiler's
+#        trace) run the decode-sized GEMMs still below 0.95x cuBLAS hot and the ragged 4000x5000x3000; (b) decode at
+#        the suite's kv 2048 d64 (8x16 heads, fp16; 87 % of the copy rate): the Gluon TMA-ring kernel
+#        (kernels/_decode_tma.py, one program a head, each tile row its own online-softmax slot) against the Triton
+#        kernel, checked against the fp32 reference (odd key lengths too), graph-timed with the variants taking turns,
+#        beside the read floors of the same bytes (Triton pointer loads, the TMA ring with nothing computed) and a
+#        torch copy; the same at kv 8192 d128.
+# call2 (H100): call 1's decode comparison with the Gluon kernel at 4, 8 and 16 warps (python3 decode_tma.py warps).
+# call3 (H100): the same with fewer stages (2-4) and 256-key tiles (python3 decode_tma.py stages).
+# call4 (H100): the one-pass kernel without V's row mask where the key length is a multiple of the tile (EVEN) against
+#        a two-pass one (decode_kv_kernel: a chunk's K tiles, scores kept in shared memory, then its V tiles against
+#        the chunk's max), beside the read floor at 2-4 stages (python3 decode_tma.py kv).
+set -o pipefail
+export PYTHONUNBUFFERED=1 PYTHONPATH=.
+CALL=${1:-call1}
+GPU_TAG=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -q H200 && echo h200 || echo h100)
+LOG=$OUT/kernels_${GPU_TAG}_s19_${CALL}
+{
+  date -u
+  nvidia-smi --query-gpu=name,uuid,driver_version,pci.bus_id,clocks.max.sm,power.limit --format=csv
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
+} 2>&1 | tee "${LOG}_env.txt"
+mkdir -p /tmp/s19
+cat > /tmp/s19/cublas_names.py <<'PY'
+import json
+import sys
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+SHAPES = [(m, n, 4096) for m in (17, 20, 24, 32, 33, 40, 47, 48) for n in (3072, 4096)] + [(20, 5120, 4096),
+          (48, 5120, 4096), (4000, 5000, 3000), (4096, 4096, 4096)]
+for m, n, k in SHAPES:
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        a @ b
+        torch.cuda.synchronize()
+    path = f"/tmp/s19/trace_{m}x{n}x{k}.json"
+    prof.export_chrome_trace(path)
+    events = [e for e in json.load(open(path))["traceEvents"] if e.get("cat") == "kernel"]
+    for e in events:
+        args = e.get("args", {})
+        print(f"{m}x{n}x{k}: {e['name']} grid={args.get('grid')} block={args.get('block')} "
+              f"regs={args.get('registers per thread')} smem={args.get('shared memory')} dur={e.get('dur')} us",
+              flush=True)
+PY
+cat > /tmp/s19/decode_tma.py <<'PY'
+import math
+import os
+import sys
+
+import torch
+import triton
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from kernels import decode
+from kernels._decode_tma import decode_kv_kernel, decode_tma_kernel, read_floor_kernel
+from kernels.tune_bwd import _time
+
+CALL = os.environ.get("CALL", "call1")
+GL = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
+
+
+def descs(k, v, bn):
+    d = k.shape[-1]
+    layout = gl.NVMMASharedLayout.get_default_for([bn, d], GL[k.dtype])
+    k2, v2 = k.reshape(-1, d), v.reshape(-1, d)
+    return (TensorDescriptor(k2, list(k2.shape), [d, 1], [bn, d], layout),
+            TensorDescriptor(v2, list(v2.shape), [d, 1], [bn, d], layout))
+
+
+def dec_tma(q, k, v, out, bn, stages, nw=None):
+    b, h, lk, d = k.shape
+    kd, vd = descs(k, v, bn)
+    nw = nw or (4 if d <= 64 else 8)
+    even = {} if CALL in ("call1", "call2", "call3") else {"EVEN": lk % bn == 0}
+    decode_tma_kernel[(b * h,)](q, out, kd, vd, lk, h, q.stride(0), q.stride(1), out.stride(0), out.stride(1),
+                                math.log2(math.e) / math.sqrt(d), STAGES=stages, NUM_WARPS=nw, num_warps=nw, **even)
+    return out
+
+
+def dec_kv(q, k, v, out, bn, stages, nw, ct):
+    b, h, lk, d = k.shape
+    kd, vd = descs(k, v, bn)
+    decode_kv_kernel[(b * h,)](q, out, kd, vd, lk, h, q.stride(0), q.stride(1), out.stride(0), out.stride(1),
+                               math.log2(math.e) / math.sqrt(d), STAGES=stages, NUM_WARPS=nw, CT=ct,
+                               EVEN=lk % bn == 0, num_warps=nw)
+    return out
+
+
+def floor_tma(k, v, programs, bn, stages):
+    d = k.shape[-1]
+    kd, vd = descs(k, v, bn)
+    rows = k.numel() // d
+    per = triton.cdiv(triton.cdiv(rows, programs), bn) * bn
+    read_floor_kernel[(triton.cdiv(rows, per),)](kd, vd, rows, per, STAGES=stages, num_warps=4)
+
+
+def reference(q, k, v):
+    s = torch.einsum("bhqd,bhkd->bhqk", q.float(), k.float()) / math.sqrt(q.shape[-1])
+    return torch.einsum("bhqk,bhkd->bhqd", torch.softmax(s, -1), v.float())
+
+
+def rounds(fns, n):
+    times = {}
+    for r in range(n):
+        for name, fn in (list(fns.items()) if r % 2 == 0 else list(reversed(fns.items()))):
+            times[name] = min(_time(fn)[0], times.get(name, float("inf")))
+    return times
+
+
+def check():
+    bad = 0
+    for b, h, lk, d, bn, st in [(8, 16, 2048, 64, 128, 6), (2, 16, 2000, 64, 128, 6), (1, 4, 100, 64, 128, 4),
+                                (2, 8, 8192, 128, 64, 6), (1, 3, 777, 128, 128, 3), (3, 5, 1, 64, 64, 2)]:
+        for dtype in (torch.float16, torch.bfloat16):
+            g = torch.Generator(device="cuda").manual_seed(b * 1000 + lk)
+            q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=dtype, generator=g) for n in (1, lk, lk))
+            out = dec_tma(q, k, v, torch.empty_like(q), bn, st)
+            ref = reference(q, k, v)
+            err = (out.float() - ref).abs().max().item()
+            if CALL not in ("call1", "call2", "call3"):
+                for nw, ct in ((4, 4), (8, 32)):
+                    out2 = dec_kv(q, k, v, torch.empty_like(q), bn, max(st, 2), nw if d <= 64 or bn <= 64 else 8, ct)
+                    err = max(err, (out2.float() - ref).abs().max().item())
+            tri = (decode.decode_attention(q, k, v).float() - ref).abs().max().item()
+            ok = err <= 2 * tri + 2e-3
+            bad += not ok
+            print(f"check b{b} h{h} kv{lk} d{d} {dtype} bn{bn} st{st}: max err {err:.2e} (triton {tri:.2e}) "
+                  f"{'ok' if ok else 'FAIL'}", flush=True)
+    return bad
+
+
+VARIANTS4 = {2048: [("tma", 128, 2, 4), ("tma", 128, 3, 4), ("tma", 64, 4, 4), ("kv", 128, 3, 4, 32),
+                    ("kv", 128, 4, 4, 32), ("kv", 128, 6, 4, 32), ("kv", 128, 4, 8, 32), ("kv", 64, 6, 4, 32),
+                    ("kv", 64, 8, 4, 32)],
+             8192: [("tma", 64, 4, 4), ("tma", 128, 2, 8), ("kv", 64, 4, 8, 64), ("kv", 64, 6, 8, 64),
+                    ("kv", 128, 3, 8, 32), ("kv", 128, 4, 8, 32)]}
+VARIANTS3 = {2048: [(128, 2, 4), (128, 3, 4), (128, 4, 4), (256, 2, 16), (256, 3, 16), (256, 2, 8), (256, 3, 8),
+                    (64, 3, 4), (64, 4, 4)],
+             8192: [(64, 3, 4), (64, 4, 4), (64, 3, 8), (64, 4, 8), (128, 2, 8)]}
+VARIANTS = {2048: [(128, 4, 4), (128, 6, 4), (64, 6, 4), (128, 4, 8), (128, 6, 8), (64, 6, 8), (64, 8, 8),
+                   (128, 4, 16), (128, 6, 16), (64, 8, 16)],
+            8192: [(64, 4, 8), (64, 6, 8), (128, 3, 8), (64, 6, 16), (128, 3, 16)]}
+
+
+def main():
+    bad = check()
+    copy_src = torch.empty(256 * 2**20 // 2, device="cuda", dtype=torch.float16)
+    copy_dst = torch.empty_like(copy_src)
+    big = rounds({"copy256": lambda: copy_dst.copy_(copy_src)}, 2)["copy256"]
+    rate = 2 * copy_src.numel() * 2 / big / 1e6
+    print(f"copy 256 MB: {big * 1e3:.1f} us, {rate:.0f} GB/s", flush=True)
+    for b, h, lk, d in [(8, 16, 2048, 64), (8, 16, 8192, 128)]:
+        variants = ({"stages": VARIANTS3, "kv": VARIANTS4}.get(sys.argv[1], VARIANTS))[lk] if len(sys.argv) > 1 else [(bn, st, None) for bn, st in
+                                                          ([(128, 4), (128, 5), (128, 6), (64, 6), (64, 8), (64, 10)]
+                                                           if lk == 2048 else [(64, 4), (64, 6), (128, 3)])]
+        g = torch.Generator(device="cuda").manual_seed(7)
+        q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.float16, generator=g) for n in (1, lk, lk))
+        nbytes = (k.numel() + v.numel() + 2 * q.numel()) * 2
+        out = torch.empty_like(q)
+        fns = {"triton": lambda: decode.decode_attention(q, k, v, out=out)}
+        for var in variants:
+            if isinstance(var[0], str) and var[0] == "kv":
+                _, bn, st, nw, ct = var
+                fns[f"kv bn{bn} st{st} w{nw} ct{ct}"] = lambda bn=bn, st=st, nw=nw, ct=ct: dec_kv(q, k, v, out, bn, st,
+                                                                                              nw, ct)
+            else:
+                bn, st, nw = var[-3:]
+                fns[f"tma bn{bn} st{st} w{nw}"] = lambda bn=bn, st=st, nw=nw: dec_tma(q, k, v, out, bn, st, nw)
+        src, dst = torch.cat([k.flatten(), v.flatten()])[: k.numel()], torch.empty(k.numel(), device="cuda",
+                                                                                      dtype=k.dtype)
+        fns["torch copy (same bytes moved)"] = lambda: dst.copy_(src)
+        fns["floor triton 528x64"] = lambda: decode.read_floor(k, v, 528, 64)
+        for p, st in ([(128, 2), (128, 3), (128, 4)] if CALL == "call4" else [(128, 4), (128, 6), (132, 6), (264, 3)]):
+            fns[f"floor tma {p} progs st{st}"] = lambda p=p, st=st: floor_tma(k, v, p, 128 if d <= 64 else 64, st)
+        t = rounds(fns, 3)
+        for name, ms in t.items():
+            gbs = nbytes / ms / 1e6
+            print(f"b{b} h{h} kv{lk} d{d} {name}: {ms * 1e3:.2f} us, {gbs:.0f} GB/s, {100 * gbs / rate:.1f} % of copy",
+                  flush=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+PY
+case "$CALL" in
+call1)
+  timeout 120 python3 /tmp/s19/cublas_names.py 2>&1 | tee "${LOG}_cublas_names.log"
+  timeout 300 python3 /tmp/s19/decode_tma.py 2>&1 | tee "${LOG}_decode_tma.log"
+  ;;
+call2)
+  timeout 400 python3 /tmp/s19/decode_tma.py warps 2>&1 | tee "${LOG}_decode_tma.log"
+  ;;
+call3)
+  timeout 400 python3 /tmp/s19/decode_tma.py stages 2>&1 | tee "${LOG}_decode_tma.log"
+  ;;
+call4)
+  CALL=call4 timeout 400 python3 /tmp/s19/decode_tma.py kv 2>&1 | tee "${LOG}_decode_tma.log"
+  ;;
+*) echo "unknown call $CALL"; exit 2 ;;
+esac
