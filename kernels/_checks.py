@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 import triton
+import triton.errors
 import triton.language as tl
 
 SUPPORTED_DTYPES: tuple[torch.dtype, ...] = (torch.float16, torch.bfloat16)
@@ -199,6 +200,11 @@ def gluon_runnable(device: torch.device, kernel, broken: list[str], enabled: boo
     None), not failed to build in this process (``broken`` empty), and an sm_90 GPU (not the interpreter)."""
     return (enabled and kernel is not None and not broken and not interpreting() and device.type == "cuda"
             and torch.cuda.get_device_capability(device) == (9, 0))
+
+
+# what a Gluon launch raises when the kernel cannot be built or loaded here (front end, ptxas, too much shared
+# memory: all TritonError) or PTX / driver refusals (RuntimeError); CUDA errors among them are re-raised
+GLUON_BUILD_ERRORS: tuple[type[Exception], ...] = (triton.errors.TritonError, RuntimeError)
 
 
 def gluon_build_failed(exc: Exception, broken: list[str], what: str, fallback: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 import triton
 
-from kernels._checks import gluon_build_failed, gluon_runnable, gluon_status, sm_count, tma_aligned
+from kernels._checks import GLUON_BUILD_ERRORS, gluon_build_failed, gluon_runnable, gluon_status, sm_count, tma_aligned
 
 try:  # Gluon ships with Triton >= 3.5; the kernel is written against the GPU machine's 3.6 API
     from triton.experimental.gluon import language as gl
@@ -75,7 +75,7 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
         matmul_ws_kernel[grid](a_desc, b_desc, c_desc, b, c, m, n, k, n // 8, b.stride(0) // 8, c.stride(0),
                                BLOCK_N=bn, GROUP_M=group, STAGES=stages, B_TMA=bool(b_tma), EPI=epi,
                                CONSUMER_REGS=CONSUMER_REGS, num_warps=4, maxnreg=MAXNREG)
-    except (triton.CompilationError, RuntimeError) as exc:  # compile or PTX errors: not a launch failure
+    except GLUON_BUILD_ERRORS as exc:  # compile, ptxas or resource errors: not a launch failure
         if config is None:  # the default config: the Triton kernels take every GEMM from now on, said once
             gluon_build_failed(exc, _broken, "warp-specialised Gluon GEMM", "the Triton kernels")
         elif "CUDA error" in str(exc):

@@ -26,6 +26,7 @@ import triton
 
 from kernels._attn_bwd_fused import _bwd_pre_fused, _dq_post
 from kernels._checks import (
+    GLUON_BUILD_ERRORS,
     LOG2E,
     AttnDims,
     gluon_build_failed,
@@ -134,7 +135,7 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
             dims.len_q, dims.len_k, n_kb, n_tail, scale * LOG2E, scale, HEAD_DIM=d,
             STAGES=stages or CONFIGS[d], CAUSAL=bool(causal), DQ_SPLIT=split, DQ_SKIP=bool(skip_dq),
             CONSUMER_REGS=regs, num_warps=4, maxnreg=maxnreg)
-    except (triton.CompilationError, RuntimeError) as exc:  # compile or PTX errors: not a launch failure
+    except GLUON_BUILD_ERRORS as exc:  # compile, ptxas or resource errors: not a launch failure
         gluon_build_failed(exc, _broken, "warp-specialised Gluon attention backward", "the Triton backward")
         return False
     _dq_post[(triton.cdiv(dims.len_q, _PRE_BM), b * hq)](

@@ -17,6 +17,7 @@ import torch
 import triton
 
 from kernels._checks import (
+    GLUON_BUILD_ERRORS,
     AttnDims,
     dim_position_view,
     gluon_build_failed,
@@ -258,7 +259,7 @@ def forward(q, k, v, out, lse, dims: AttnDims, layout: str, causal: bool, qk_sca
                           float(o_scale), BLOCK_N=block_n, STAGES=stages, NC=consumers, CAUSAL=bool(causal),
                           CONSUMER_REGS=regs, V_T=fp8, PINGPONG=bool(pingpong), PERM_K=k_desc is not None,
                           ROWSUM_MMA=rowsum_mma(fp8, consumers), num_warps=4, maxnreg=maxnreg)
-    except (triton.CompilationError, RuntimeError) as exc:  # compile or PTX errors: not a launch failure
+    except GLUON_BUILD_ERRORS as exc:  # compile, ptxas or resource errors: not a launch failure
         gluon_build_failed(exc, _broken, "warp-specialised Gluon attention forward", "the Triton kernel")
         return False
     return True

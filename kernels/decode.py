@@ -1,4 +1,5 @@
-"""Single-query (decode) attention over a long KV cache, split-KV, in Triton.
+"""Single-query (decode) attention over a long KV cache, split-KV, in Triton (and, on Hopper for one program a
+head without GQA at head dim 64, the Gluon TMA kernel of ``kernels/decode_tma.py``).
 
 Decode is memory-bound: each step reads the whole K and V cache once.  One program handles one
 (batch, kv head, KV chunk) and all the query heads that share that kv head (GQA), so the cache is
@@ -18,6 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels import decode_tma
 from kernels._checks import (
     LOG2E,
     arrival_counters,
@@ -157,9 +159,14 @@ def _read_floor(K, V, S, ROWS, PER, BLOCK_N: tl.constexpr, D: tl.constexpr):
 
 
 def read_floor(k_cache: torch.Tensor, v_cache: torch.Tensor, programs: int, block_n: int = 128,
-               num_warps: int = 4, num_stages: int = 3) -> torch.Tensor:
+               num_warps: int = 4, num_stages: int = 3, tma: bool = False) -> torch.Tensor | None:
     """Diagnostic (kernels/tune.py): read contiguous K and V caches once with ``programs`` programs, each a
-    contiguous run of rows, summing them; times the bytes decode must read without its arithmetic."""
+    contiguous run of rows, summing them; times the bytes decode must read without its arithmetic.  ``tma``:
+    through the Gluon kernel's TMA ring instead (``num_stages`` (K, V) tile pairs in flight, nothing summed,
+    returns None; sm_90 only)."""
+    if tma:
+        decode_tma.read_floor(k_cache, v_cache, programs, block_n, num_stages)
+        return None
     d = k_cache.shape[-1]
     rows = k_cache.numel() // d
     per = triton.cdiv(triton.cdiv(rows, programs), block_n) * block_n
@@ -201,6 +208,7 @@ def decode_attention(
     use_tma: bool | None = None,
     fused_combine: bool | None = None,
     out: torch.Tensor | None = None,
+    impl: str = "auto",
 ) -> torch.Tensor:
     """Attention of one query position against a KV cache of any length.
 
@@ -208,11 +216,20 @@ def decode_attention(
     Hq a multiple of Hkv.  Returns q's shape (into ``out`` if given).  ``num_splits`` and the tile
     sizes override the heuristic; ``use_tma`` forces tensor-descriptor loads on or off (default: USE_TMA
     where the caches allow it); ``fused_combine`` merges the chunks in the last program of each head
-    (default FUSED_COMBINE) instead of a second kernel.
+    (default FUSED_COMBINE) instead of a second kernel.  Those options pick a Triton configuration.
+    ``impl``: "auto" runs the Gluon TMA kernel (``kernels/decode_tma.py``) where it can run and measured faster
+    (Hopper, no GQA, head dim 64, one chunk a head), the Triton kernel elsewhere; "triton" / "gluon" force one
+    (ValueError where "gluon" cannot run these inputs, or with a Triton option).
     """
     dims = check_attention(q, k_cache, v_cache, layout, HEAD_DIMS)
     if dims.len_q != 1:
         raise ValueError(f"decode needs a query length of 1, got {dims.len_q}")
+    if impl not in ("auto", "triton", "gluon"):
+        raise ValueError(f"impl must be one of 'auto', 'triton', 'gluon', got {impl!r}")
+    triton_options = any(o is not None for o in (num_splits, block_n, num_warps, num_stages, use_tma, fused_combine))
+    if impl == "gluon" and triton_options:
+        raise ValueError("impl='gluon' takes no num_splits, block_n, num_warps, num_stages, use_tma or "
+                         "fused_combine: they pick a Triton configuration (leave them out, or use impl='triton')")
     scale = 1.0 / math.sqrt(dims.head_dim) if sm_scale is None else float(sm_scale)
     if out is None:
         out = empty_like_layout(dims.batch, dims.heads_q, 1, dims.head_dim, layout, q)
@@ -222,6 +239,21 @@ def decode_attention(
         return out
     if dims.len_k == 0:  # empty cache: nothing to attend to, zero output, no launch
         return out.zero_()
+    if impl != "triton" and not triton_options:
+        wants = impl == "gluon" or decode_tma.preferred(
+            dims.group, dims.head_dim, dims.batch * dims.heads_kv, sm_count(q.device, cpu_default=NUM_SMS_DEFAULT),
+            decode_tma.head_major(k_cache, layout) and decode_tma.head_major(v_cache, layout))
+        ok = wants and decode_tma.eligible(q, k_cache, v_cache, out, layout, dims.group, dims.head_dim)
+        if impl == "gluon" and not ok:
+            raise ValueError(f"the Gluon decode kernel cannot run these inputs ({decode_tma.status()}; it needs an "
+                             f"sm_90 GPU, fp16/bf16, no GQA, head dim in {decode_tma.HEAD_DIMS} and caches whose "
+                             "head dim is contiguous, 16-byte aligned)")
+        if ok:
+            if decode_tma.decode(q, k_cache, v_cache, out, layout, dims.batch, dims.heads_q, dims.len_k,
+                                 scale * LOG2E):
+                return out
+            if impl == "gluon":
+                raise RuntimeError(f"the Gluon decode kernel did not build: {decode_tma.status()}")
     interp = interpreting()
     # 128-row tiles (more bytes in flight per program: +10 % at 32/8 GQA heads on an H100, +10 % with one chunk
     # per head at 8x16 heads, kv 2048, d64; equal elsewhere)

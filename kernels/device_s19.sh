@@ -12,7 +12,23 @@
 # call3 (H100): the same with fewer stages (2-4) and 256-key tiles (python3 decode_tma.py stages).
 # call4 (H100): the one-pass kernel without V's row mask where the key length is a multiple of the tile (EVEN) against
 #        a two-pass one (decode_kv_kernel: a chunk's K tiles, scores kept in shared memory, then its V tiles against
-#        the chunk's max), beside the read floor at 2-4 stages (python3 decode_tma.py kv).
+#        the chunk's max), beside the read floor at 2-4 stages (python3 decode_tma.py kv).  Calls 1-4 ran kernels since
+#        removed (the one-pass decode_tma_kernel; decode_kv_kernel before it took strided caches): they no longer
+#        run as written (commit 06d8f0e has them).
+# call5 (H100) / call6 (meant for an H200; ran again on call 5's H100): the shipped route (kernels/decode_tma.py;
+#        "auto" takes it at head dim 64, no GQA, one chunk a head): the decode GPU tests, a graph-timed A/B (auto,
+#        impl="triton", impl="gluon", the TMA floor, the 256 MB copy) at the suite's shapes and two more, the decode perf suite with the copy row, and the
+#        baseline entry of the kv 2048 "ours" row re-made from two runs.
+# call7 (H100): the shipped kernel's configurations (BLOCK_N, STAGES, warps, CT) at head dim 64, four shapes.
+# call8 (H100 or H200): call 5 again after a review ("auto" only where (batch, head) pairs >= 0.9 SMs and each head's
+#        rows lie together; Gluon build errors of every Triton kind fall back; GPU rows for head slices, padded rows,
+#        expanded caches, strided outputs, two whole chunks).
+# call9 (ran on an H200): diagnostics (kernels/_decode_diag.py, not kept: `git apply
+#        docs/measurements/kernels_s19_decode_diag.patch` first for calls 9 and 10): the shipped kernel's ring of single tiles with its
+#        per-tile synchronisation and nothing computed, with the tiles only read into registers, and the kernel with a
+#        loader warp of its own (warp specialisation), beside the shipped kernel, Triton and the pairs' TMA floor.
+# call10 (ran on an H200): TMA boxes of 256 rows computed as two 128-row tiles (_decode_diag.decode_split_kernel)
+#        against the shipped kernel at 3 and 4 stages, five shapes at head dim 64.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -206,6 +222,199 @@ call3)
   ;;
 call4)
   CALL=call4 timeout 400 python3 /tmp/s19/decode_tma.py kv 2>&1 | tee "${LOG}_decode_tma.log"
+  ;;
+call5|call6|call8)  # the shipped route (decode_tma, "auto" at head dim 64): tests, suite rows, A/B, baselines
+  source kernels/device_lib.sh  # install_perfci
+  timeout 300 python3 -m pytest tests/kernels/test_decode.py tests/kernels/test_decode_tma.py -m gpu -q \
+    -p no:cacheprovider 2>&1 | tail -4 | tee "${LOG}_gpu_tests.log"
+  cat > /tmp/s19/ab.py <<'PY'
+import torch
+
+from kernels.decode import decode_attention, read_floor
+from kernels.tune_bwd import _time
+
+src = torch.empty(256 * 2**20 // 2, device="cuda", dtype=torch.float16)
+dst = torch.empty_like(src)
+for b, hq, hk, seq, d, dtype in [(8, 16, 16, 2048, 64, torch.float16), (8, 16, 16, 8192, 128, torch.float16),
+                                 (2, 32, 8, 32768, 128, torch.bfloat16), (1, 8, 8, 131072, 128, torch.float16),
+                                 (16, 16, 16, 1024, 64, torch.bfloat16), (8, 32, 32, 4096, 64, torch.float16)]:
+    q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=dtype) for h, n in ((hq, 1), (hk, seq), (hk, seq)))
+    nbytes = (k.numel() + v.numel() + 2 * q.numel()) * k.element_size()
+    fns = {"copy256": lambda: dst.copy_(src), "auto": lambda: decode_attention(q, k, v),
+           "triton": lambda: decode_attention(q, k, v, impl="triton")}
+    if hq == hk and d in (64, 128):
+        fns["gluon"] = lambda: decode_attention(q, k, v, impl="gluon")
+        fns["tma floor"] = lambda: read_floor(k, v, 128, 128 if d == 64 else 64, num_stages=3, tma=True)
+    t = {}
+    for r in range(3):
+        for name, fn in (list(fns.items()) if r % 2 == 0 else list(reversed(fns.items()))):
+            t[name] = min(_time(fn)[0], t.get(name, float("inf")))
+    rate = 2 * src.numel() * 2 / t["copy256"] / 1e6
+    print(f"b{b} hq{hq} hkv{hk} kv{seq} d{d} {dtype}: copy 256 MB {rate:.0f} GB/s; " + "; ".join(
+        f"{name} {ms * 1e3:.2f} us ({100 * nbytes / ms / 1e6 / rate:.1f} %)" for name, ms in t.items()
+        if name != "copy256"), flush=True)
+PY
+  timeout 200 python3 /tmp/s19/ab.py 2>&1 | tee "${LOG}_ab.log"
+  install_perfci || exit 3
+  timeout 200 python3 -m pytest tests/perf/test_decode.py "tests/perf/test_torch_ops.py::test_copy_256mb" -q \
+    -p no:cacheprovider --benchmark-json="$OUT/perf_dec.json" > "${LOG}_perf_suite_dec.log" 2>&1
+  echo "perf suite rc=$?"
+  [ -f "$OUT/perf_dec.json" ] && python3 -m kernels.tune --perf-json "$OUT/perf_dec.json" \
+    | tee "${LOG}_perf_suite_dec_table.txt"
+  timeout 200 perfci baseline update tests/perf/test_decode.py -k "kv2048 and ours" --runs 2 --force \
+    --results-dir /tmp/bl > "${LOG}_baseline_update_dec.log" 2>&1
+  echo "baseline update rc=$?"
+  tail -6 "${LOG}_baseline_update_dec.log"
+  tar -czf "$OUT/baseline_${GPU_TAG}.tgz" baselines/
+  ;;
+call7)  # configurations of the shipped kernel at head dim 64
+  cat > /tmp/s19/cfg.py <<'PY'
+import math
+
+import torch
+
+from kernels import decode_tma
+from kernels.decode import decode_attention
+from kernels.tune_bwd import _time
+
+CFGS = [(128, 3, 4, 32), (128, 2, 4, 32), (128, 4, 4, 32), (128, 5, 4, 32), (128, 3, 4, 8), (128, 3, 8, 32),
+        (64, 4, 4, 64), (64, 6, 4, 64)]
+src = torch.empty(256 * 2**20 // 2, device="cuda", dtype=torch.float16)
+dst = torch.empty_like(src)
+for b, h, seq, dtype in [(8, 16, 2048, torch.float16), (16, 16, 1024, torch.bfloat16), (8, 32, 4096, torch.float16),
+                         (4, 32, 8192, torch.bfloat16)]:
+    q, k, v = (torch.randn(b, h, n, 64, device="cuda", dtype=dtype) for n in (1, seq, seq))
+    out = torch.empty_like(q)
+    nbytes = (k.numel() + v.numel() + 2 * q.numel()) * k.element_size()
+    fns = {"copy256": lambda: dst.copy_(src), "triton": lambda: decode_attention(q, k, v, impl="triton")}
+    for cfg in CFGS:
+        fns[str(cfg)] = lambda cfg=cfg: decode_tma.decode(q, k, v, out, "bhld", b, h, seq, math.log2(math.e) / 8,
+                                                          cfg)
+    t = {}
+    for r in range(3):
+        for name, fn in (list(fns.items()) if r % 2 == 0 else list(reversed(fns.items()))):
+            t[name] = min(_time(fn)[0], t.get(name, float("inf")))
+    rate = 2 * src.numel() * 2 / t["copy256"] / 1e6
+    print(f"b{b} h{h} kv{seq} d64 {dtype}: copy 256 MB {rate:.0f} GB/s", flush=True)
+    for name, ms in t.items():
+        if name != "copy256":
+            print(f"   {name:22s} {ms * 1e3:8.2f} us  {100 * nbytes / ms / 1e6 / rate:5.1f} % of copy", flush=True)
+PY
+  timeout 300 python3 /tmp/s19/cfg.py 2>&1 | tee "${LOG}_cfg.log"
+  ;;
+call9)  # where the kernel's last 5 % go: its ring with nothing computed, with the loads only, warp-specialised
+  cat > /tmp/s19/diag.py <<'PY'
+import math
+
+import torch
+
+from kernels import decode_tma
+from kernels._decode_diag import decode_ws_kernel, ring_kernel
+from kernels.decode import decode_attention, read_floor
+from kernels.reference import decode_fp32, rel_err
+from kernels.tune_bwd import _time
+
+
+def ws(q, k, v, out, stages, regs=40):
+    b, h, lk, d = k.shape
+    kd, ks = decode_tma._descriptor(k, "bhld", 128)
+    vd, vs = decode_tma._descriptor(v, "bhld", 128)
+    decode_ws_kernel[(b * h,)](q, out, kd, vd, lk, h, q.stride(0), q.stride(1), 1, out.stride(0), out.stride(1), 1,
+                               *ks, *vs, math.log2(math.e) / math.sqrt(d), STAGES=stages, NUM_WARPS=4, CT=32,
+                               EVEN=lk % 128 == 0, LOADER_REGS=regs, num_warps=4)
+    return out
+
+
+def ring(k, v, out, stages, load):
+    b, h, lk, d = k.shape
+    kd, ks = decode_tma._descriptor(k, "bhld", 128)
+    vd, _ = decode_tma._descriptor(v, "bhld", 128)
+    ring_kernel[(b * h,)](out, kd, vd, lk, h, *ks, STAGES=stages, NUM_WARPS=4, CT=32, LOAD=load, num_warps=4)
+
+
+src = torch.empty(256 * 2**20 // 2, device="cuda", dtype=torch.float16)
+dst = torch.empty_like(src)
+for b, h, seq, dtype in [(8, 16, 2048, torch.float16), (16, 16, 1024, torch.bfloat16), (4, 16, 2000, torch.float16)]:
+    q, k, v = (torch.randn(b, h, n, 64, device="cuda", dtype=dtype) for n in (1, seq, seq))
+    out = torch.empty_like(q)
+    ref = decode_fp32(q.float(), k.float(), v.float())
+    print(f"check b{b} h{h} kv{seq}: ws rel err {rel_err(ws(q, k, v, torch.empty_like(q), 3), ref):.2e}, shipped "
+          f"{rel_err(decode_attention(q, k, v, impl='gluon'), ref):.2e}", flush=True)
+    o2 = torch.empty(b * h, 64, device="cuda", dtype=dtype)
+    nbytes = (k.numel() + v.numel() + 2 * q.numel()) * k.element_size()
+    fns = {"copy256": lambda: dst.copy_(src), "triton": lambda: decode_attention(q, k, v, out=out, impl="triton"),
+           "gluon (shipped)": lambda: decode_attention(q, k, v, out=out, impl="gluon"),
+           "ws st3": lambda: ws(q, k, v, out, 3), "ws st4": lambda: ws(q, k, v, out, 4),
+           "ws st6": lambda: ws(q, k, v, out, 6),
+           "ring sync only st3": lambda: ring(k, v, o2, 3, False), "ring loads st3": lambda: ring(k, v, o2, 3, True),
+           "ring loads st4": lambda: ring(k, v, o2, 4, True),
+           "tma floor pairs st3": lambda: read_floor(k, v, 128, 128, num_stages=3, tma=True)}
+    t = {}
+    for r in range(3):
+        for name, fn in (list(fns.items()) if r % 2 == 0 else list(reversed(fns.items()))):
+            t[name] = min(_time(fn)[0], t.get(name, float("inf")))
+    rate = 2 * src.numel() * 2 / t["copy256"] / 1e6
+    print(f"b{b} h{h} kv{seq} d64 {dtype}: copy 256 MB {rate:.0f} GB/s", flush=True)
+    for name, ms in t.items():
+        if name != "copy256":
+            print(f"   {name:22s} {ms * 1e3:8.2f} us  {100 * nbytes / ms / 1e6 / rate:5.1f} % of copy", flush=True)
+PY
+  timeout 300 python3 /tmp/s19/diag.py 2>&1 | tee "${LOG}_diag.log"
+  ;;
+call10)  # TMA boxes of two compute tiles (decode_split_kernel) against the shipped kernel
+  cat > /tmp/s19/split.py <<'PY'
+import math
+
+import torch
+
+from kernels import decode_tma
+from kernels._decode_diag import decode_split_kernel
+from kernels.decode import decode_attention, read_floor
+from kernels.reference import decode_fp32, rel_err
+from kernels.tune_bwd import _time
+
+
+def split(q, k, v, out, stages, warps=4):
+    b, h, lk, d = k.shape
+    kd, ks = decode_tma._descriptor(k, "bhld", 256)
+    vd, vs = decode_tma._descriptor(v, "bhld", 256)
+    decode_split_kernel[(b * h,)](q, out, kd, vd, lk, h, q.stride(0), q.stride(1), 1, out.stride(0), out.stride(1),
+                                  1, *ks, *vs, math.log2(math.e) / math.sqrt(d), STAGES=stages, NUM_WARPS=warps, CT=16,
+                                  EVEN=lk % 256 == 0, SPLIT=2, num_warps=warps)
+    return out
+
+
+def shipped(q, k, v, out, stages):
+    b, h, lk, d = k.shape
+    return decode_tma.decode(q, k, v, out, "bhld", b, h, lk, math.log2(math.e) / math.sqrt(d), (128, stages, 4, 32))
+
+
+src = torch.empty(256 * 2**20 // 2, device="cuda", dtype=torch.float16)
+dst = torch.empty_like(src)
+for b, h, seq, dtype in [(8, 16, 2048, torch.float16), (16, 16, 1024, torch.bfloat16), (8, 32, 4096, torch.float16),
+                         (4, 32, 8192, torch.bfloat16), (2, 66, 5000, torch.float16)]:
+    q, k, v = (torch.randn(b, h, n, 64, device="cuda", dtype=dtype) for n in (1, seq, seq))
+    out = torch.empty_like(q)
+    ref = decode_fp32(q.float(), k.float(), v.float())
+    print(f"check b{b} h{h} kv{seq}: split rel err {rel_err(split(q, k, v, torch.empty_like(q), 3), ref):.2e}, "
+          f"shipped {rel_err(decode_attention(q, k, v, impl='gluon'), ref):.2e}", flush=True)
+    nbytes = (k.numel() + v.numel() + 2 * q.numel()) * k.element_size()
+    fns = {"copy256": lambda: dst.copy_(src), "triton": lambda: decode_attention(q, k, v, out=out, impl="triton"),
+           "shipped st3": lambda: shipped(q, k, v, out, 3), "shipped st4": lambda: shipped(q, k, v, out, 4),
+           "box256 st2": lambda: split(q, k, v, out, 2), "box256 st3": lambda: split(q, k, v, out, 3),
+           "box256 st4": lambda: split(q, k, v, out, 4), "box256 st3 w8": lambda: split(q, k, v, out, 3, 8),
+           "tma floor pairs st3": lambda: read_floor(k, v, 128, 128, num_stages=3, tma=True)}
+    t = {}
+    for r in range(3):
+        for name, fn in (list(fns.items()) if r % 2 == 0 else list(reversed(fns.items()))):
+            t[name] = min(_time(fn)[0], t.get(name, float("inf")))
+    rate = 2 * src.numel() * 2 / t["copy256"] / 1e6
+    print(f"b{b} h{h} kv{seq} d64 {dtype}: copy 256 MB {rate:.0f} GB/s", flush=True)
+    for name, ms in t.items():
+        if name != "copy256":
+            print(f"   {name:22s} {ms * 1e3:8.2f} us  {100 * nbytes / ms / 1e6 / rate:5.1f} % of copy", flush=True)
+PY
+  timeout 300 python3 /tmp/s19/split.py 2>&1 | tee "${LOG}_split.log"
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;
 esac
