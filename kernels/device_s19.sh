@@ -29,6 +29,9 @@
 #        loader warp of its own (warp specialisation), beside the shipped kernel, Triton and the pairs' TMA floor.
 # call10 (ran on an H200): TMA boxes of 256 rows computed as two 128-row tiles (_decode_diag.decode_split_kernel)
 #        against the shipped kernel at 3 and 4 stages, five shapes at head dim 64.
+# call11 (H100): decode-sized GEMMs (M 20-48, N 3072-4096) with cuBLAS's shape of ring (call 1: 64-deep K
+#        tiles, 15-16 stages, K split 2 at N = 4096): the transposed TMA tiles with 64-deep K tiles and 8-12 stages,
+#        and K split 2 with 4-10 stages, beside the shipped route and cuBLAS, hot and cold as session 18's call 1.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -415,6 +418,60 @@ for b, h, seq, dtype in [(8, 16, 2048, torch.float16), (16, 16, 1024, torch.bflo
             print(f"   {name:22s} {ms * 1e3:8.2f} us  {100 * nbytes / ms / 1e6 / rate:5.1f} % of copy", flush=True)
 PY
   timeout 300 python3 /tmp/s19/split.py 2>&1 | tee "${LOG}_split.log"
+  ;;
+call11)  # decode-sized GEMMs with B in L2: cuBLAS's shape of ring (64-deep K tiles, 8-12 stages), split 2
+  cat > /tmp/s19/deep.py <<'PY'
+import math
+
+import torch
+
+from kernels import matmul, matmul_splitk as sk, tune_cases
+from kernels.tune_bwd import _time
+
+SHAPES = [(m, n, 4096) for m in (20, 33, 48) for n in (3072, 4096)] + [(32, 4096, 4096), (40, 4096, 4096)]
+# (split, BLOCK_N, BLOCK_K, warps, stages, host descriptors, swap)
+CFGS = {"k64st8": (1, 64, 64, 4, 8, True, True), "k64st12": (1, 64, 64, 4, 12, True, True),
+        "s2k128st6": (2, 64, 128, 4, 6, True, True), "s2k128st4": (2, 64, 128, 4, 4, True, True),
+        "s2k64st10": (2, 64, 64, 4, 10, True, True)}
+
+
+def rounds(fns, n):
+    times = {}
+    for r in range(n):
+        for name, fn in (list(fns.items()) if r % 2 == 0 else list(reversed(fns.items()))):
+            times[name] = min(_time(fn)[0], times.get(name, float("inf")))
+    return times
+
+
+for m, n, k in SHAPES:
+    a = tune_cases.randn((m, k), torch.bfloat16, 0)
+    b = tune_cases.randn((k, n), torch.bfloat16, 1)
+    ref = a.float() @ b.float()
+    copies = max(1, math.ceil(120 * 2**20 / b.numel() / 2))
+    bs = [b] + [b.clone() for _ in range(copies - 1)]
+    c = torch.empty((m, n), dtype=a.dtype, device=a.device)
+    variants = {"cublas": lambda bb: torch.mm(a, bb, out=c), "default": lambda bb: matmul.matmul(a, bb, out=c)}
+    variants.update({nm: (lambda bb, cfg=cfg: sk.matmul_splitk_tma(a, bb, c, cfg)) for nm, cfg in CFGS.items()})
+    for name, fn in list(variants.items()):
+        try:
+            res = fn(b)
+            torch.cuda.synchronize()
+        except Exception as exc:
+            print(f"  {m}x{n}x{k} {name}: FAILED {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+            del variants[name]
+            continue
+        err = ((res.float() - ref).norm() / ref.norm()).item()
+        if err > 1e-2:
+            print(f"  {m}x{n}x{k} {name}: WRONG rel err {err:.2e}", flush=True)
+            del variants[name]
+    hot = rounds({nm: (lambda fn=fn: fn(b)) for nm, fn in variants.items()}, 3)
+    cold = {nm: ms / copies for nm, ms in
+            rounds({nm: (lambda fn=fn: [fn(bb) for bb in bs]) for nm, fn in variants.items()}, 2).items()}
+    row = "  ".join(f"{nm} {hot[nm] * 1e3:.2f}/{cold[nm] * 1e3:.2f} ({hot['cublas'] / hot[nm]:.2f}/"
+                    f"{cold['cublas'] / cold[nm]:.2f})" for nm in variants)
+    print(f"deep {m}x{n}x{k} {row}", flush=True)
+PY
+  timeout 500 python3 /tmp/s19/deep.py 2>&1 | tee "${LOG}_deep.log"
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;
 esac
