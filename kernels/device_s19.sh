@@ -32,6 +32,9 @@
 # call11 (H100): decode-sized GEMMs (M 20-48, N 3072-4096) with cuBLAS's shape of ring (call 1: 64-deep K
 #        tiles, 15-16 stages, K split 2 at N = 4096): the transposed TMA tiles with 64-deep K tiles and 8-12 stages,
 #        and K split 2 with 4-10 stages, beside the shipped route and cuBLAS, hot and cold as session 18's call 1.
+# call12 (ran on an H200; not kept: `git apply docs/measurements/kernels_s19_decode_streams.patch` first): each pass
+#        of the decode kernel reading its tiles as 2 or 4 interleaved runs (STREAMS: more
+#        DRAM streams at once, as the (K, V) pairs of the TMA floor) against one, at 3 and 4 stages.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -472,6 +475,56 @@ for m, n, k in SHAPES:
     print(f"deep {m}x{n}x{k} {row}", flush=True)
 PY
   timeout 500 python3 /tmp/s19/deep.py 2>&1 | tee "${LOG}_deep.log"
+  ;;
+call12)  # each pass of the shipped kernel reading 2 or 4 runs of its tiles in turn (STREAMS) against 1
+  cat > /tmp/s19/streams.py <<'PY'
+import math
+
+import torch
+
+from kernels import decode_tma
+from kernels._decode_tma import decode_kv_kernel
+from kernels.decode import decode_attention, read_floor
+from kernels.reference import decode_fp32, rel_err
+from kernels.tune_bwd import _time
+
+
+def run(q, k, v, out, stages, streams):
+    b, h, lk, d = k.shape
+    kd, ks = decode_tma._descriptor(k, "bhld", 128)
+    vd, vs = decode_tma._descriptor(v, "bhld", 128)
+    decode_kv_kernel[(b * h,)](q, out, kd, vd, lk, h, q.stride(0), q.stride(1), 1, out.stride(0), out.stride(1), 1,
+                               *ks, *vs, math.log2(math.e) / math.sqrt(d), STAGES=stages, NUM_WARPS=4, CT=32,
+                               EVEN=lk % 128 == 0, STREAMS=streams, num_warps=4)
+    return out
+
+
+src = torch.empty(256 * 2**20 // 2, device="cuda", dtype=torch.float16)
+dst = torch.empty_like(src)
+for b, h, seq, dtype in [(8, 16, 2048, torch.float16), (16, 16, 1024, torch.bfloat16), (8, 32, 4096, torch.float16),
+                         (2, 66, 2000, torch.float16)]:
+    q, k, v = (torch.randn(b, h, n, 64, device="cuda", dtype=dtype) for n in (1, seq, seq))
+    out = torch.empty_like(q)
+    ref = decode_fp32(q.float(), k.float(), v.float())
+    errs = [f"{rel_err(run(q, k, v, torch.empty_like(q), 3, s), ref):.2e}" for s in (1, 2, 4)]
+    print(f"check b{b} h{h} kv{seq}: rel err streams 1/2/4 {errs}", flush=True)
+    nbytes = (k.numel() + v.numel() + 2 * q.numel()) * k.element_size()
+    fns = {"copy256": lambda: dst.copy_(src), "triton": lambda: decode_attention(q, k, v, out=out, impl="triton")}
+    for st in (3, 4):
+        for sm in (1, 2, 4):
+            fns[f"st{st} streams{sm}"] = lambda st=st, sm=sm: run(q, k, v, out, st, sm)
+    fns["tma floor pairs st3"] = lambda: read_floor(k, v, 128, 128, num_stages=3, tma=True)
+    t = {}
+    for r in range(3):
+        for name, fn in (list(fns.items()) if r % 2 == 0 else list(reversed(fns.items()))):
+            t[name] = min(_time(fn)[0], t.get(name, float("inf")))
+    rate = 2 * src.numel() * 2 / t["copy256"] / 1e6
+    print(f"b{b} h{h} kv{seq} d64 {dtype}: copy 256 MB {rate:.0f} GB/s", flush=True)
+    for name, ms in t.items():
+        if name != "copy256":
+            print(f"   {name:22s} {ms * 1e3:8.2f} us  {100 * nbytes / ms / 1e6 / rate:5.1f} % of copy", flush=True)
+PY
+  timeout 300 python3 /tmp/s19/streams.py 2>&1 | tee "${LOG}_streams.log"
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;
 esac
