@@ -35,6 +35,7 @@
 # call12 (ran on an H200; not kept: `git apply docs/measurements/kernels_s19_decode_streams.patch` first): each pass
 #        of the decode kernel reading its tiles as 2 or 4 interleaved runs (STREAMS: more
 #        DRAM streams at once, as the (K, V) pairs of the TMA floor) against one, at 3 and 4 stages.
+# call13 (H100): the decode perf suite with the copy row, two runs, on another card than calls 5-6.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -525,6 +526,17 @@ for b, h, seq, dtype in [(8, 16, 2048, torch.float16), (16, 16, 1024, torch.bflo
             print(f"   {name:22s} {ms * 1e3:8.2f} us  {100 * nbytes / ms / 1e6 / rate:5.1f} % of copy", flush=True)
 PY
   timeout 300 python3 /tmp/s19/streams.py 2>&1 | tee "${LOG}_streams.log"
+  ;;
+call13)  # the shipped route on another card: the decode perf suite with the copy row, twice
+  source kernels/device_lib.sh  # install_perfci
+  install_perfci || exit 3
+  for run in 1 2; do
+    timeout 200 python3 -m pytest tests/perf/test_decode.py "tests/perf/test_torch_ops.py::test_copy_256mb" -q \
+      -p no:cacheprovider --benchmark-json="$OUT/perf_dec_$run.json" > "${LOG}_perf_suite_dec_$run.log" 2>&1
+    echo "perf suite rc=$?"
+    [ -f "$OUT/perf_dec_$run.json" ] && python3 -m kernels.tune --perf-json "$OUT/perf_dec_$run.json" \
+      | tee "${LOG}_perf_suite_dec_table_$run.txt"
+  done
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;
 esac
