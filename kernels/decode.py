@@ -218,7 +218,8 @@ def decode_attention(
     where the caches allow it); ``fused_combine`` merges the chunks in the last program of each head
     (default FUSED_COMBINE) instead of a second kernel.  Those options pick a Triton configuration.
     ``impl``: "auto" runs the Gluon TMA kernel (``kernels/decode_tma.py``) where it can run and measured faster
-    (Hopper, no GQA, head dim 64, one chunk a head), the Triton kernel elsewhere; "triton" / "gluon" force one
+    (Hopper, no GQA, head dim 64, at least 0.9 (batch, head) pairs a SM, each head's rows together: bhld-like),
+    the Triton kernel elsewhere; "triton" / "gluon" force one
     (ValueError where "gluon" cannot run these inputs, or with a Triton option).
     """
     dims = check_attention(q, k_cache, v_cache, layout, HEAD_DIMS)
@@ -243,13 +244,13 @@ def decode_attention(
         wants = impl == "gluon" or decode_tma.preferred(
             dims.group, dims.head_dim, dims.batch * dims.heads_kv, sm_count(q.device, cpu_default=NUM_SMS_DEFAULT),
             decode_tma.head_major(k_cache, layout) and decode_tma.head_major(v_cache, layout))
-        ok = wants and decode_tma.eligible(q, k_cache, v_cache, out, layout, dims.group, dims.head_dim)
-        if impl == "gluon" and not ok:
+        kv_views = decode_tma.eligible(q, k_cache, v_cache, out, layout, dims.group, dims.head_dim) if wants else None
+        if impl == "gluon" and kv_views is None:
             raise ValueError(f"the Gluon decode kernel cannot run these inputs ({decode_tma.status()}; it needs an "
                              f"sm_90 GPU, fp16/bf16, no GQA, head dim in {decode_tma.HEAD_DIMS} and caches whose "
                              "head dim is contiguous, 16-byte aligned)")
-        if ok:
-            if decode_tma.decode(q, k_cache, v_cache, out, layout, dims.batch, dims.heads_q, dims.len_k,
+        if kv_views is not None:
+            if decode_tma.decode(q, k_cache, v_cache, out, layout, kv_views, dims.batch, dims.heads_q, dims.len_k,
                                  scale * LOG2E):
                 return out
             if impl == "gluon":

@@ -51,7 +51,7 @@ def _view(cache: torch.Tensor, layout: str) -> tuple[list[int], int, int, int] |
     esize = cache.element_size()
     if sd != 1 or sl < d or cache.data_ptr() % 16 or (sl * esize) % 16 or min(sb, sh, sl) < 0 or sb % sl:
         return None
-    if sh % sl == 0:
+    if head_major(cache, layout):
         width = d
     elif (h - 1) * sh + d <= sl:  # heads side by side in a row (blhd)
         width = (h - 1) * sh + d
@@ -61,13 +61,21 @@ def _view(cache: torch.Tensor, layout: str) -> tuple[list[int], int, int, int] |
     return ([rows, width], sb, sh, sl) if rows < 2**31 and sl < 2**31 else None
 
 
+def views(k_cache: torch.Tensor, v_cache: torch.Tensor, layout: str) -> tuple[tuple, tuple] | None:
+    """Both caches' ``_view``, or None where either has none."""
+    kv = _view(k_cache, layout), _view(v_cache, layout)
+    return None if None in kv else kv
+
+
 def eligible(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, out: torch.Tensor, layout: str,
-             group: int, head_dim: int) -> bool:
-    """The Gluon kernel can run these inputs: sm_90, fp16/bf16, no GQA, head dim 64 or 128, caches with a 2-D
-    view (``_view``)."""
-    return (gluon_runnable(q.device, decode_kv_kernel, _broken) and group == 1 and head_dim in HEAD_DIMS
+             group: int, head_dim: int) -> tuple[tuple, tuple] | None:
+    """The caches' ``views`` where the Gluon kernel can run these inputs (sm_90, fp16/bf16, no GQA, head dim 64 or
+    128, both caches with a 2-D view), else None."""
+    if not (gluon_runnable(q.device, decode_kv_kernel, _broken) and group == 1 and head_dim in HEAD_DIMS
             and q.dtype in (torch.float16, torch.bfloat16) and k_cache.dtype == v_cache.dtype == q.dtype
-            and out.dtype == q.dtype and _view(k_cache, layout) is not None and _view(v_cache, layout) is not None)
+            and out.dtype == q.dtype):
+        return None
+    return views(k_cache, v_cache, layout)
 
 
 def head_major(cache: torch.Tensor, layout: str) -> bool:
@@ -89,21 +97,21 @@ def _smem_layout(block_n: int, d: int, dtype: torch.dtype):
     return gl.NVMMASharedLayout.get_default_for([block_n, d], gl.bfloat16 if dtype == torch.bfloat16 else gl.float16)
 
 
-def _descriptor(cache: torch.Tensor, layout: str, block_n: int):
-    shape, sb, sh, sl = _view(cache, layout)
+def _descriptor(cache: torch.Tensor, view: tuple, block_n: int):
+    shape, sb, sh, sl = view
     d = cache.shape[-1]
     return TensorDescriptor(cache, shape, [sl, 1], [block_n, d], _smem_layout(block_n, d, cache.dtype)), (sb, sh, sl)
 
 
 def decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, out: torch.Tensor, layout: str,
-           batch: int, heads: int, len_k: int, qk_scale: float, config: tuple[int, int, int, int] | None = None
-           ) -> bool:
-    """``out`` = decode attention through the Gluon kernel (given ``eligible``, ``len_k`` >= 1); False (nothing
-    written) where it does not build here.  ``qk_scale``: softmax scale * log2(e)."""
+           kv_views: tuple[tuple, tuple], batch: int, heads: int, len_k: int, qk_scale: float,
+           config: tuple[int, int, int, int] | None = None) -> bool:
+    """``out`` = decode attention through the Gluon kernel (``kv_views``: what ``eligible`` returned; ``len_k`` >=
+    1); False (nothing written) where it does not build here.  ``qk_scale``: softmax scale * log2(e)."""
     d = q.shape[-1]
     block_n, stages, warps, ct = config or CONFIGS[d]
-    k_desc, ks = _descriptor(k_cache, layout, block_n)
-    v_desc, vs = _descriptor(v_cache, layout, block_n)
+    k_desc, ks = _descriptor(k_cache, kv_views[0], block_n)
+    v_desc, vs = _descriptor(v_cache, kv_views[1], block_n)
     sq, so = layout_strides(q, layout), layout_strides(out, layout)
     try:
         decode_kv_kernel[(batch * heads,)](q, out, k_desc, v_desc, len_k, heads, sq[0], sq[1], sq[3], so[0], so[1],

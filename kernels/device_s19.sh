@@ -36,6 +36,10 @@
 #        of the decode kernel reading its tiles as 2 or 4 interleaved runs (STREAMS: more
 #        DRAM streams at once, as the (K, V) pairs of the TMA floor) against one, at 3 and 4 stages.
 # call13 (H100): the decode perf suite with the copy row, two runs, on another card than calls 5-6.
+# call14 (H100 or H200): after a review of the session's diff (decode_tma.eligible returns both caches' views, which
+#        decode() takes instead of computing them again): the decode GPU tests.  The heredoc scripts of calls 7, 9,
+#        10 and 12 were updated to that API (decode_tma.decode(..., views, ...), _descriptor(cache, view, block_n));
+#        they ran with the earlier one, which computed the views inside.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -295,8 +299,8 @@ for b, h, seq, dtype in [(8, 16, 2048, torch.float16), (16, 16, 1024, torch.bflo
     nbytes = (k.numel() + v.numel() + 2 * q.numel()) * k.element_size()
     fns = {"copy256": lambda: dst.copy_(src), "triton": lambda: decode_attention(q, k, v, impl="triton")}
     for cfg in CFGS:
-        fns[str(cfg)] = lambda cfg=cfg: decode_tma.decode(q, k, v, out, "bhld", b, h, seq, math.log2(math.e) / 8,
-                                                          cfg)
+        fns[str(cfg)] = lambda cfg=cfg: decode_tma.decode(q, k, v, out, "bhld", decode_tma.views(k, v, "bhld"), b, h,
+                                                          seq, math.log2(math.e) / 8, cfg)
     t = {}
     for r in range(3):
         for name, fn in (list(fns.items()) if r % 2 == 0 else list(reversed(fns.items()))):
@@ -324,8 +328,8 @@ from kernels.tune_bwd import _time
 
 def ws(q, k, v, out, stages, regs=40):
     b, h, lk, d = k.shape
-    kd, ks = decode_tma._descriptor(k, "bhld", 128)
-    vd, vs = decode_tma._descriptor(v, "bhld", 128)
+    kd, ks = decode_tma._descriptor(k, decode_tma._view(k, "bhld"), 128)
+    vd, vs = decode_tma._descriptor(v, decode_tma._view(v, "bhld"), 128)
     decode_ws_kernel[(b * h,)](q, out, kd, vd, lk, h, q.stride(0), q.stride(1), 1, out.stride(0), out.stride(1), 1,
                                *ks, *vs, math.log2(math.e) / math.sqrt(d), STAGES=stages, NUM_WARPS=4, CT=32,
                                EVEN=lk % 128 == 0, LOADER_REGS=regs, num_warps=4)
@@ -334,8 +338,8 @@ def ws(q, k, v, out, stages, regs=40):
 
 def ring(k, v, out, stages, load):
     b, h, lk, d = k.shape
-    kd, ks = decode_tma._descriptor(k, "bhld", 128)
-    vd, _ = decode_tma._descriptor(v, "bhld", 128)
+    kd, ks = decode_tma._descriptor(k, decode_tma._view(k, "bhld"), 128)
+    vd, _ = decode_tma._descriptor(v, decode_tma._view(v, "bhld"), 128)
     ring_kernel[(b * h,)](out, kd, vd, lk, h, *ks, STAGES=stages, NUM_WARPS=4, CT=32, LOAD=load, num_warps=4)
 
 
@@ -383,8 +387,8 @@ from kernels.tune_bwd import _time
 
 def split(q, k, v, out, stages, warps=4):
     b, h, lk, d = k.shape
-    kd, ks = decode_tma._descriptor(k, "bhld", 256)
-    vd, vs = decode_tma._descriptor(v, "bhld", 256)
+    kd, ks = decode_tma._descriptor(k, decode_tma._view(k, "bhld"), 256)
+    vd, vs = decode_tma._descriptor(v, decode_tma._view(v, "bhld"), 256)
     decode_split_kernel[(b * h,)](q, out, kd, vd, lk, h, q.stride(0), q.stride(1), 1, out.stride(0), out.stride(1),
                                   1, *ks, *vs, math.log2(math.e) / math.sqrt(d), STAGES=stages, NUM_WARPS=warps, CT=16,
                                   EVEN=lk % 256 == 0, SPLIT=2, num_warps=warps)
@@ -393,7 +397,8 @@ def split(q, k, v, out, stages, warps=4):
 
 def shipped(q, k, v, out, stages):
     b, h, lk, d = k.shape
-    return decode_tma.decode(q, k, v, out, "bhld", b, h, lk, math.log2(math.e) / math.sqrt(d), (128, stages, 4, 32))
+    return decode_tma.decode(q, k, v, out, "bhld", decode_tma.views(k, v, "bhld"), b, h, lk,
+                             math.log2(math.e) / math.sqrt(d), (128, stages, 4, 32))
 
 
 src = torch.empty(256 * 2**20 // 2, device="cuda", dtype=torch.float16)
@@ -492,8 +497,8 @@ from kernels.tune_bwd import _time
 
 def run(q, k, v, out, stages, streams):
     b, h, lk, d = k.shape
-    kd, ks = decode_tma._descriptor(k, "bhld", 128)
-    vd, vs = decode_tma._descriptor(v, "bhld", 128)
+    kd, ks = decode_tma._descriptor(k, decode_tma._view(k, "bhld"), 128)
+    vd, vs = decode_tma._descriptor(v, decode_tma._view(v, "bhld"), 128)
     decode_kv_kernel[(b * h,)](q, out, kd, vd, lk, h, q.stride(0), q.stride(1), 1, out.stride(0), out.stride(1), 1,
                                *ks, *vs, math.log2(math.e) / math.sqrt(d), STAGES=stages, NUM_WARPS=4, CT=32,
                                EVEN=lk % 128 == 0, STREAMS=streams, num_warps=4)
@@ -537,6 +542,10 @@ call13)  # the shipped route on another card: the decode perf suite with the cop
     [ -f "$OUT/perf_dec_$run.json" ] && python3 -m kernels.tune --perf-json "$OUT/perf_dec_$run.json" \
       | tee "${LOG}_perf_suite_dec_table_$run.txt"
   done
+  ;;
+call14)  # after a review of the session's diff (views computed once a call): the decode GPU tests
+  timeout 300 python3 -m pytest tests/kernels/test_decode.py tests/kernels/test_decode_tma.py -m gpu -q \
+    -p no:cacheprovider 2>&1 | tail -4 | tee "${LOG}_gpu_tests.log"
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;
 esac
