@@ -10,12 +10,15 @@ Partitions:
 - ``NC`` **consumer** warpgroups, each owning 64 of the block's keys.  Per row block a consumer issues
   ``S^T = K_w Q^T`` and ``dP^T = V_w dO^T`` as asynchronous wgmma, computes ``P^T = exp2(S^T c - lse)``
   under the dP^T product, then ``dS^T = P^T (dP^T - delta)``, issues ``dV_w += P^T dO`` with P^T from
-  registers, writes dS^T to shared memory (its 64 key rows of a [NC*64, 64] tile, two buffers) and issues
-  ``dK_w += dS^T Q`` reading it from there (dV is issued once dS^T is formed: fewer registers live at once;
-  the other consumer's products keep the tensor cores busy meanwhile).  lse and delta enter as the start
-  values of the S^T and dP^T accumulators (-lse / sm_scale, -delta; the causal mask as -inf there), so
-  neither stays in registers in the columns' layout (the next row block's, one value per thread, are
-  carried).  Once every consumer's rows of dS^T are in (an mbarrier), dQ of the row block is ``dS K``: at
+  registers, writes dS^T to shared memory (its 64 key rows of a [NC*64, 64] tile, two buffers, for dQ) and
+  issues ``dK_w += dS^T Q`` with dS^T from registers too (``DS_RS``; from the shared tile without it), so that
+  product reads only Q from shared memory, whose bandwidth the step's products share (dV is issued once dS^T is
+  formed: fewer registers live at once; the other consumer's products keep the tensor cores busy meanwhile).
+  With ``KV_RS`` (head dim 64) a consumer loads its K_w and V_w rows into registers once, the A operands of
+  S^T and dP^T every step (session 20, H100: 1.4-4.4 % faster; at head dim 128 they would spill).  lse and
+  delta enter as the start values of the S^T and dP^T accumulators (-lse / sm_scale, -delta; the causal mask
+  as -inf there), so neither stays in registers in the columns' layout (the next row block's, one value per
+  thread, are carried).  Once every consumer's rows of dS^T are in (an mbarrier), dQ of the row block is ``dS K``: at
   head dim 128 each consumer computes 64 of its columns over all the block's keys; at head dim 64 one
   consumer computes it, taking turns by row block.  The dQ part (fp32) is staged in shared memory and
   added into an fp32 scratch ``(B*Hq, Lq, D)`` by a TMA bulk reduce-add (``cp.reduce.async.bulk.tensor``),
@@ -137,9 +140,10 @@ def _rows(LSE, DELTA, bh, m0, LQ, valid):
 
 
 @gluon.jit
-def _step(dk, dv, lse_v, delta_v, t, m0, bh, bh_end, LSE, DELTA, dq_desc, sm: Smem, pb: Problem, which: gl.constexpr,
-          qk_scale, inv_scale, s_layout: gl.constexpr, a_layout: gl.constexpr, dq_layout: gl.constexpr,
-          STAGES: gl.constexpr, DQ_SPLIT: gl.constexpr, DQ_SKIP: gl.constexpr):
+def _step(k_a, v_a, dk, dv, lse_v, delta_v, t, m0, bh, bh_end, LSE, DELTA, dq_desc, sm: Smem, pb: Problem,
+          which: gl.constexpr, qk_scale, inv_scale, s_layout: gl.constexpr, a_layout: gl.constexpr,
+          dq_layout: gl.constexpr, STAGES: gl.constexpr, DQ_SPLIT: gl.constexpr, DQ_SKIP: gl.constexpr,
+          DS_RS: gl.constexpr):
     """One query row block (ring position t): dK/dV of this consumer's keys, and its share of dQ.  lse_v /
     delta_v are this block's lse and delta, loaded a step ahead; the next block's (the first of the next head,
     up to ``bh_end``, after the last row block) are loaded here and returned (loaded where they are used, their
@@ -165,8 +169,6 @@ def _step(dk, dv, lse_v, delta_v, t, m0, bh, bh_end, LSE, DELTA, dq_desc, sm: Sm
         nm0 = pb.lo
         nbh = bh + 1
     lse_v, delta_v = _rows(LSE, DELTA, nbh, nm0, pb.LQ, nbh < bh_end)
-    k_w = sm.k.slice(which * ROWS, ROWS, dim=0)
-    v_w = sm.v.slice(which * ROWS, ROWS, dim=0)
     # keys beyond LK: S^T starts at -inf there (P^T = 0, so dS^T = 0 too).  The per-key select (dP^T's too, not
     # needed for the mask) gives each accumulator register its own value, so no copy of a shared value lands
     # between wgmma's fence and the dP^T product, which made ptxas wait for the S^T product there (C7517)
@@ -181,9 +183,9 @@ def _step(dk, dv, lse_v, delta_v, t, m0, bh, bh_end, LSE, DELTA, dq_desc, sm: Sm
             st_init = gl.where(keep, st_init, float("-inf"))
     dpt_init = gl.where(key_ok, s_zero + gl.expand_dims(neg_delta, 0), 0.0)
     mbarrier.wait(sm.q_ready.index(s), ph)
-    st_tok = warpgroup_mma(k_w, sm.q.index(s).permute((1, 0)), st_init, is_async=True)
+    st_tok = warpgroup_mma(k_a, sm.q.index(s).permute((1, 0)), st_init, is_async=True)
     mbarrier.wait(sm.do_ready.index(s), ph)
-    dpt_tok = warpgroup_mma(v_w, sm.do.index(s).permute((1, 0)), dpt_init, is_async=True)
+    dpt_tok = warpgroup_mma(v_a, sm.do.index(s).permute((1, 0)), dpt_init, is_async=True)
     st = warpgroup_mma_wait(1, deps=(st_tok,))
     pt = gl.exp2(st * qk_scale)
     dpt = warpgroup_mma_wait(0, deps=(dpt_tok,))
@@ -198,7 +200,10 @@ def _step(dk, dv, lse_v, delta_v, t, m0, bh, bh_end, LSE, DELTA, dq_desc, sm: Sm
     fence_async_shared()
     gl.thread_barrier()
     mbarrier.arrive(sm.ds_ready.index(buf), count=1)
-    dk_tok = warpgroup_mma(ds_w, sm.q.index(s), dk, is_async=True)
+    if DS_RS:  # dS^T from registers (as P^T for dV): the product reads only Q from shared memory
+        dk_tok = warpgroup_mma(gl.convert_layout(dst, a_layout), sm.q.index(s), dk, is_async=True)
+    else:
+        dk_tok = warpgroup_mma(ds_w, sm.q.index(s), dk, is_async=True)
 
     if DQ_SKIP:  # timing diagnostic: no dQ product, no reduce-add (dq comes out zero)
         mine = False
@@ -236,7 +241,7 @@ def _step(dk, dv, lse_v, delta_v, t, m0, bh, bh_end, LSE, DELTA, dq_desc, sm: Sm
 @gluon.jit
 def _consumer(which: gl.constexpr, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm: Smem,
               pb: Problem, qk_scale, sm_scale, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
-              DQ_SPLIT: gl.constexpr, DQ_SKIP: gl.constexpr):
+              DQ_SPLIT: gl.constexpr, DQ_SKIP: gl.constexpr, DS_RS: gl.constexpr, KV_RS: gl.constexpr):
     BLOCK_D: gl.constexpr = sm.q.shape[2]
     DQ_W: gl.constexpr = sm.dq.shape[2]
     dtype: gl.constexpr = sm.q.dtype
@@ -250,6 +255,14 @@ def _consumer(which: gl.constexpr, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl
     dk = gl.zeros([ROWS, BLOCK_D], gl.float32, acc_layout)
     dv = gl.zeros([ROWS, BLOCK_D], gl.float32, acc_layout)
     mbarrier.wait(sm.kv_ready.index(0), 0)
+    # this consumer's keys of K and V, the A operands of S^T and dP^T every step: with KV_RS held in registers for
+    # the whole program (no spill at head dim 64; at 128 they spill), else read from shared memory by each product
+    k_a = sm.k.slice(which * ROWS, ROWS, dim=0)
+    v_a = sm.v.slice(which * ROWS, ROWS, dim=0)
+    if KV_RS:
+        s_a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2)
+        k_a = k_a.load(s_a_layout)
+        v_a = v_a.load(s_a_layout)
     inv_scale = 1.0 / sm_scale
     bh0 = pb.b * pb.HQ + pb.hk * pb.GROUP
     bh_end = bh0 + pb.GROUP  # this program's query heads: bh0 .. bh_end - 1
@@ -258,9 +271,9 @@ def _consumer(which: gl.constexpr, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl
     for g in range(pb.GROUP):
         bh = bh0 + g
         for m0 in range(pb.lo, pb.LQ, ROWS):
-            dk, dv, lse_v, delta_v = _step(dk, dv, lse_v, delta_v, t, m0, bh, bh_end, LSE, DELTA, dq_desc, sm, pb,
-                                           which, qk_scale, inv_scale, s_layout, a_layout, dq_layout, STAGES,
-                                           DQ_SPLIT, DQ_SKIP)
+            dk, dv, lse_v, delta_v = _step(k_a, v_a, dk, dv, lse_v, delta_v, t, m0, bh, bh_end, LSE, DELTA, dq_desc,
+                                           sm, pb, which, qk_scale, inv_scale, s_layout, a_layout, dq_layout, STAGES,
+                                           DQ_SPLIT, DQ_SKIP, DS_RS)
             t += 1
     tma.store_wait(0)
     # dK (scaled), dV of this consumer's 64 keys, stored from registers (rows beyond LK left out)
@@ -278,24 +291,24 @@ def _consumer(which: gl.constexpr, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl
 @gluon.jit
 def _consumer0(dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm: Smem, pb: Problem, qk_scale,
                sm_scale, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, DQ_SPLIT: gl.constexpr,
-               DQ_SKIP: gl.constexpr):
+               DQ_SKIP: gl.constexpr, DS_RS: gl.constexpr, KV_RS: gl.constexpr):
     _consumer(0, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm, pb, qk_scale, sm_scale,
-              HEAD_DIM, STAGES, DQ_SPLIT, DQ_SKIP)
+              HEAD_DIM, STAGES, DQ_SPLIT, DQ_SKIP, DS_RS, KV_RS)
 
 
 @gluon.jit
 def _consumer1(dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm: Smem, pb: Problem, qk_scale,
                sm_scale, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, DQ_SPLIT: gl.constexpr,
-               DQ_SKIP: gl.constexpr):
+               DQ_SKIP: gl.constexpr, DS_RS: gl.constexpr, KV_RS: gl.constexpr):
     _consumer(1, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm, pb, qk_scale, sm_scale,
-              HEAD_DIM, STAGES, DQ_SPLIT, DQ_SKIP)
+              HEAD_DIM, STAGES, DQ_SPLIT, DQ_SKIP, DS_RS, KV_RS)
 
 
 @gluon.jit
 def attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl,
                 HQ, HKV, GROUP, LQ, LK, n_kb, n_tail, qk_scale, sm_scale, HEAD_DIM: gl.constexpr,
                 STAGES: gl.constexpr, CAUSAL: gl.constexpr, DQ_SPLIT: gl.constexpr, DQ_SKIP: gl.constexpr,
-                CONSUMER_REGS: gl.constexpr):
+                CONSUMER_REGS: gl.constexpr, DS_RS: gl.constexpr = True, KV_RS: gl.constexpr = False):
     """q/do_desc: (B, Hq, Lq, D) descriptors with [1, 1, 64, BLOCK_D] boxes; k/v_desc: (B, Hkv, Lk, D) with
     [1, 1, 2*64, BLOCK_D] boxes; dq_desc: the fp32 scratch (B*Hq, Lq, D), zeroed, with [1, 64, DQ_W] boxes
     (DQ_W = BLOCK_D / 2 with DQ_SPLIT, else BLOCK_D).  LSE (natural log) and DELTA = rowsum(o dO): (B, Hq, Lq)
@@ -359,7 +372,7 @@ def attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK, DV, sd
     gl.warp_specialize([
         (_loader, (q_desc, k_desc, v_desc, do_desc, sm, pb, STAGES)),
         (_consumer0, (dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm, pb, qk_scale, sm_scale,
-                      HEAD_DIM, STAGES, DQ_SPLIT, DQ_SKIP)),
+                      HEAD_DIM, STAGES, DQ_SPLIT, DQ_SKIP, DS_RS, KV_RS)),
         (_consumer1, (dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm, pb, qk_scale, sm_scale,
-                      HEAD_DIM, STAGES, DQ_SPLIT, DQ_SKIP)),
+                      HEAD_DIM, STAGES, DQ_SPLIT, DQ_SKIP, DS_RS, KV_RS)),
     ], [4, 4], [CONSUMER_REGS, CONSUMER_REGS])

@@ -70,6 +70,14 @@ PREFERRED: dict[tuple[int, bool], int] = {(128, False): 512, (128, True): 1024, 
 # 5 waves lost at d128 L4096 (1.627), every head (2.413 ms): the programs running together then add into the dQ
 # scratch rows of too many heads for L2.  Without a mask every program has the same work: head order throughout.
 CAUSAL_TAIL_WAVES = 2.0
+# dK += dS^T Q with dS^T from registers (as dV's P^T) rather than from its shared-memory tile (which dQ still reads):
+# the product then reads only Q from shared memory, whose bandwidth a step's ten wgmma groups share (session 20)
+DS_REGISTERS = True
+# Head dims whose consumers hold their keys of K and V in registers for the whole program (the A operands of S^T and
+# dP^T every step, else read from shared memory by each product): 64 (no spill); at 128 they spill (660 B).  Only
+# with DS_REGISTERS: without it Triton 3.6's ptxas packs P^T over K's registers inside the loop and dk / dv come out
+# wrong (session 20; ``kernels/compile_check_bwd_ws.py`` checks the SASS for it)
+KV_REGISTERS_HEAD_DIMS = (64,)
 _PRE_BM = 64
 _broken: list[str] = []  # the build error, once the kernel failed to build here
 
@@ -106,13 +114,19 @@ def requirements() -> str:
 def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
              lse: torch.Tensor, dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor, dims: AttnDims, layout: str,
              causal: bool, scale: float, *, stages: int | None = None, skip_dq: bool = False,
-             tail_waves: float | None = None) -> bool:
+             tail_waves: float | None = None, ds_registers: bool | None = None,
+             kv_registers: bool | None = None) -> bool:
     """Write dq, dk, dv (checked, preallocated, non-empty problem, :func:`eligible` inputs) through the Gluon
     kernel; False (nothing written) when the kernel cannot be built here.  ``stages`` overrides ``CONFIGS``,
-    ``tail_waves`` ``CAUSAL_TAIL_WAVES`` (for a causal mask only); ``skip_dq`` (a timing diagnostic: dq comes out
-    zero) leaves out the dQ product and its reduce-adds."""
+    ``tail_waves`` ``CAUSAL_TAIL_WAVES`` (for a causal mask only), ``ds_registers`` ``DS_REGISTERS``,
+    ``kv_registers`` ``KV_REGISTERS_HEAD_DIMS``; ``skip_dq`` (a timing diagnostic: dq comes out zero) leaves out the
+    dQ product and its reduce-adds."""
     d = dims.head_dim
     b, hq, hk = dims.batch, dims.heads_q, dims.heads_kv
+    ds_rs = DS_REGISTERS if ds_registers is None else bool(ds_registers)
+    kv_rs = ds_rs and d in KV_REGISTERS_HEAD_DIMS if kv_registers is None else bool(kv_registers)
+    if kv_rs and not ds_rs:
+        raise ValueError("kv_registers needs ds_registers: without it ptxas (Triton 3.6) miscompiles the kernel")
     delta = torch.empty_like(lse)
     dq_acc = torch.empty((b * hq, dims.len_q, d), dtype=torch.float32, device=q.device)
     _bwd_pre_fused[(triton.cdiv(dims.len_q, _PRE_BM), b * hq)](
@@ -134,7 +148,7 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
             *descs, lse, delta, dk, dv, sdk[0], sdk[1], sdk[2], sdv[0], sdv[1], sdv[2], hq, hk, dims.group,
             dims.len_q, dims.len_k, n_kb, n_tail, scale * LOG2E, scale, HEAD_DIM=d,
             STAGES=stages or CONFIGS[d], CAUSAL=bool(causal), DQ_SPLIT=split, DQ_SKIP=bool(skip_dq),
-            CONSUMER_REGS=regs, num_warps=4, maxnreg=maxnreg)
+            CONSUMER_REGS=regs, DS_RS=ds_rs, KV_RS=kv_rs, num_warps=4, maxnreg=maxnreg)
     except GLUON_BUILD_ERRORS as exc:  # compile, ptxas or resource errors: not a launch failure
         gluon_build_failed(exc, _broken, "warp-specialised Gluon attention backward", "the Triton backward")
         return False

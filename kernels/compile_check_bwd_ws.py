@@ -7,10 +7,12 @@ Each argument is one configuration, keyword arguments of :func:`check` (defaults
 configuration table of ``kernels/attention_bwd_ws.py`` otherwise).  ``ones`` lists integer arguments passed as
 the constant 1, as Triton's launcher does when an argument equals 1 (the kernel must build then too).  Prints
 shared memory, the wgmma / TMA-reduce counts and ptxas's register and spill line (and any wgmma serialisation
-warning).  Triton is imported from ``TRITON_SITE`` (default /tmp/t36/site311); no torch is needed.
+warning), and checks the SASS for wgmma A registers rewritten inside a loop (``operand_clobbers``; a hit
+fails).  Triton is imported from ``TRITON_SITE`` (default /tmp/t36/site311); no torch is needed.
 """
 
 import os
+import re
 import sys
 
 sys.path.insert(0, os.environ.get("TRITON_SITE", "/tmp/t36/site311"))
@@ -22,13 +24,13 @@ from kernels._offline_build import build, descriptor_type, main
 
 def check(d: int = 128, stages: int = 2, causal: bool = False, dt: str = "bf16", split: bool | None = None,
           regs: int = 240, maxnreg: int = 168, ones: tuple[str, ...] = (), keep: bool = False,
-          skip_dq: bool = False) -> bool:
+          skip_dq: bool = False, ds_rs: bool = True, kv_rs: bool = False) -> bool:
     """Build one configuration; print its resource report.  True if it built (``keep``: also write the cubin's
     SASS to /tmp)."""
     split = d == 128 if split is None else split
     dq_w = d // 2 if split else d
     const = dict(HEAD_DIM=d, STAGES=stages, CAUSAL=causal, DQ_SPLIT=split, DQ_SKIP=skip_dq, CONSUMER_REGS=regs,
-                 **{o: 1 for o in ones})
+                 DS_RS=ds_rs, KV_RS=kv_rs, **{o: 1 for o in ones})
     boxes = {"q_desc": (dt, (1, 1, 64, d)), "do_desc": (dt, (1, 1, 64, d)), "k_desc": (dt, (1, 1, 128, d)),
              "v_desc": (dt, (1, 1, 128, d)), "dq_desc": ("fp32", (1, 64, dq_w))}
     sig, attrs = {}, {}
@@ -50,11 +52,64 @@ def check(d: int = 128, stages: int = 2, causal: bool = False, dt: str = "bf16",
             if name.startswith("sd"):
                 attrs[(i,)] = [["tt.divisibility", 16]]
     tag = (f"d{d} stages{stages} causal={causal} {dt} split={split} skip_dq={skip_dq} "
-           f"regs={regs}/{maxnreg} ones={ones}")
-    return build(attn_bwd_ws, sig, const, attrs, maxnreg=maxnreg, tag=tag,
-                 path=f"/tmp/attn_bwd_ws_{d}_{stages}_{int(causal)}_{dt}_{int(split)}", keep_sass=keep,
+           f"regs={regs}/{maxnreg} ones={ones} ds_rs={ds_rs} kv_rs={kv_rs}")
+    path = f"/tmp/attn_bwd_ws_{d}_{stages}_{int(causal)}_{dt}_{int(split)}_{int(ds_rs)}{int(kv_rs)}"
+    built = build(attn_bwd_ws, sig, const, attrs, maxnreg=maxnreg, tag=tag, path=path, keep_sass=True,
                  counts=("wgmma.mma_async", "cp.reduce.async.bulk", "bar.sync", "bar.arrive"),
                  report=("spill", "rror", "registers", "arning"))
+    if not built:
+        return False
+    with open(path + ".sass") as f:
+        clobbered = operand_clobbers(f.read())
+    if not keep:
+        os.remove(path + ".sass")
+    print(f"   wgmma A registers read in a loop before any write there, then rewritten in it: {clobbered or 'none'}")
+    return not clobbered
+
+
+_INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
+
+
+def _regs(op: str, opcode: str) -> set[int]:
+    """The registers an instruction's first operand ``op`` writes (a width from the opcode: .128 / .64 / .x4)."""
+    m = re.fullmatch(r"R(\d+)", op.strip())
+    if not m:
+        return set()
+    width = 4 if (".128" in opcode or (opcode.startswith("LDSM") and ".4" in opcode)) else 2 if ".64" in opcode else 1
+    return set(range(int(m.group(1)), int(m.group(1)) + width))
+
+
+def operand_clobbers(sass: str) -> list[str]:
+    """Loops (a backward branch to an earlier address) in which a register that an HGMMA reads as its A operand,
+    before any write to it in that iteration (a value from before the loop: here each consumer's K / V rows), is
+    written later in the loop, so the next iteration reads something else.  ptxas 12.9 (Triton 3.6) did this at head
+    dim 64 with KV_RS and not DS_RS (session 20: P^T packed over K's first registers; dk and dv came out wrong).  The
+    backward carries no wgmma operand from one step to the next, so any hit is a miscompile."""
+    insns = [(int(a, 16), opc, ops) for a, _, opc, ops in _INSN.findall(sass)]
+    # the mbarrier waits' retry stubs sit after the last EXIT and branch back into the code: not loops
+    last_exit = max((a for a, o, _ in insns if o == "EXIT"), default=0)
+    hits = []
+    for addr, opc, ops in insns:
+        target = re.search(r"0x([0-9a-f]+)", ops) if opc.startswith("BRA") else None
+        if not target or int(target.group(1), 16) >= addr or addr > last_exit:
+            continue
+        start = int(target.group(1), 16)
+        written: set[int] = set()
+        invariant: set[int] = set()
+        rewritten: set[int] = set()
+        for a, o, operands in insns:
+            if not start <= a <= addr:
+                continue
+            parts = [x.strip() for x in operands.split(",")]
+            if o.startswith("HGMMA") and len(parts) > 1:
+                invariant |= _regs(parts[1], ".128") - written
+            elif parts and not o.startswith(("ST", "HGMMA", "BRA", "BAR", "SYNCS", "RED", "UTMA")):
+                regs = _regs(parts[0], o)
+                rewritten |= regs & invariant
+                written |= regs
+        if rewritten:
+            hits.append(f"loop 0x{start:x}-0x{addr:x}: R{sorted(rewritten)}")
+    return hits
 
 
 if __name__ == "__main__":

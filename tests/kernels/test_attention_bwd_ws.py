@@ -275,3 +275,30 @@ def test_gluon_backward_deterministic_dk_dv_gpu(gen):
     g2 = _grads("gluon", *args, True, "bhld")
     assert torch.equal(g1[1], g2[1]) and torch.equal(g1[2], g2[2])
     assert rel_err(g1[0], g2[0]) < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("d", "causal"), [(64, False), (64, True), (128, False), (128, True)])
+def test_gluon_backward_register_operands_gpu(d, causal, gen):
+    """dS^T (dK's product) and each consumer's K and V rows (S^T's and dP^T's) as register operands, the defaults
+    where they do not spill (``DS_REGISTERS``, ``KV_REGISTERS_HEAD_DIMS``), give dk and dv bit for bit as the
+    same products read from shared memory (the same bf16 values, the same wgmma), and dq within its adds' order.
+    (K and V in registers without dS^T failed this on an H100: ptxas packed P^T over K's registers in the loop;
+    ``backward`` refuses that combination.)"""
+    _needs_gluon()
+    q, k, v, do, out, lse = _problem(2, 8, 4, 1000, 1100, d, causal, "bhld", torch.bfloat16, "cuda", gen)
+    dims = check_dims(q, k, v, "bhld", attention.HEAD_DIMS)
+    variants = [(False, False), (True, False)] + ([(True, True)] if d == 64 else [])
+    runs = []
+    for ds_registers, kv_registers in variants:
+        grads = [_nan(t.shape, t.dtype, t.device) for t in (q, k, v)]
+        assert attention_bwd_ws.backward(do, q, k, v, out, lse, *grads, dims, "bhld", causal, d ** -0.5,
+                                         ds_registers=ds_registers, kv_registers=kv_registers)
+        runs.append(grads)
+    for (ds_registers, kv_registers), run in zip(variants[1:], runs[1:], strict=True):
+        tag = f"ds_registers={ds_registers} kv_registers={kv_registers}"
+        assert torch.equal(run[1], runs[0][1]) and torch.equal(run[2], runs[0][2]), tag
+        assert rel_err(run[0], runs[0][0]) < 1e-3, tag
+    with pytest.raises(ValueError, match="kv_registers needs ds_registers"):
+        attention_bwd_ws.backward(do, q, k, v, out, lse, *runs[0], dims, "bhld", causal, d ** -0.5,
+                                  ds_registers=False, kv_registers=True)
