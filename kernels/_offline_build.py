@@ -9,6 +9,7 @@ imports this module.
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 
 import triton
 from triton.backends.compiler import GPUTarget
@@ -28,10 +29,12 @@ def descriptor_type(dtype: str, box: tuple[int, ...]) -> str:
 
 def build(fn, sig: dict, const: dict, attrs: dict, *, maxnreg: int, tag: str, path: str,
           counts: tuple[str, ...] = ("wgmma.mma_async",), report: tuple[str, ...] = ("spill", "rror"),
-          keep_sass: bool = False) -> bool:
+          keep_sass: bool = False, sass_check: Callable[[str], list[str]] | None = None) -> bool:
     """Build ``fn`` (4 warps) and print ``OK tag: shared memory, the PTX counts of ``counts``, the SASS instruction
     count | ptxas's lines holding a word of ``report```` or ``FAIL tag: the innermost error`` (VERBOSE=1: its
-    tail too).  ``path`` (no suffix) gets the .ptx and .cubin (and .sass with ``keep_sass``).  True if it built."""
+    tail too).  ``path`` (no suffix) gets the .ptx and .cubin (and .sass with ``keep_sass``).  ``sass_check`` takes
+    the SASS and returns its findings, printed after the report line; any finding fails the build.  True if it built
+    (with no finding)."""
     try:
         kernel = triton.compile(GluonASTSource(fn=fn, signature=sig, constexprs=const, attrs=attrs), target=TARGET,
                                 options={"num_warps": 4, "num_stages": 1, "maxnreg": maxnreg})
@@ -57,7 +60,11 @@ def build(fn, sig: dict, const: dict, attrs: dict, *, maxnreg: int, tag: str, pa
     n_sass = sum(1 for line in sass.splitlines() if line.strip().startswith("/*") and "*/" in line.strip()[:12])
     found = {w: ptx.count(w) for w in counts}
     print(f"OK {tag}: shared={kernel.metadata.shared} B, {found}, {n_sass} SASS instructions | {notes}", flush=True)
-    return True
+    if sass_check is None:
+        return True
+    findings = sass_check(sass)
+    print(f"   SASS check: {'; '.join(findings) or 'nothing found'}", flush=True)
+    return not findings
 
 
 def main(check, argv: list[str]) -> int:

@@ -124,7 +124,7 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     d = dims.head_dim
     b, hq, hk = dims.batch, dims.heads_q, dims.heads_kv
     ds_rs = DS_REGISTERS if ds_registers is None else bool(ds_registers)
-    kv_rs = ds_rs and d in KV_REGISTERS_HEAD_DIMS if kv_registers is None else bool(kv_registers)
+    kv_rs = (ds_rs and d in KV_REGISTERS_HEAD_DIMS) if kv_registers is None else bool(kv_registers)
     if kv_rs and not ds_rs:
         raise ValueError("kv_registers needs ds_registers: without it ptxas (Triton 3.6) miscompiles the kernel")
     delta = torch.empty_like(lse)

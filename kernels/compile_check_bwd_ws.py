@@ -24,10 +24,11 @@ from kernels._offline_build import build, descriptor_type, main
 
 def check(d: int = 128, stages: int = 2, causal: bool = False, dt: str = "bf16", split: bool | None = None,
           regs: int = 240, maxnreg: int = 168, ones: tuple[str, ...] = (), keep: bool = False,
-          skip_dq: bool = False, ds_rs: bool = True, kv_rs: bool = False) -> bool:
-    """Build one configuration; print its resource report.  True if it built (``keep``: also write the cubin's
-    SASS to /tmp)."""
+          skip_dq: bool = False, ds_rs: bool = True, kv_rs: bool | None = None) -> bool:
+    """Build one configuration; print its resource report and ``operand_clobbers``' findings.  True if it built with
+    none (``keep``: also write the cubin's SASS to /tmp)."""
     split = d == 128 if split is None else split
+    kv_rs = (ds_rs and d == 64) if kv_rs is None else kv_rs  # as attention_bwd_ws.KV_REGISTERS_HEAD_DIMS
     dq_w = d // 2 if split else d
     const = dict(HEAD_DIM=d, STAGES=stages, CAUSAL=causal, DQ_SPLIT=split, DQ_SKIP=skip_dq, CONSUMER_REGS=regs,
                  DS_RS=ds_rs, KV_RS=kv_rs, **{o: 1 for o in ones})
@@ -53,30 +54,25 @@ def check(d: int = 128, stages: int = 2, causal: bool = False, dt: str = "bf16",
                 attrs[(i,)] = [["tt.divisibility", 16]]
     tag = (f"d{d} stages{stages} causal={causal} {dt} split={split} skip_dq={skip_dq} "
            f"regs={regs}/{maxnreg} ones={ones} ds_rs={ds_rs} kv_rs={kv_rs}")
-    path = f"/tmp/attn_bwd_ws_{d}_{stages}_{int(causal)}_{dt}_{int(split)}_{int(ds_rs)}{int(kv_rs)}"
-    built = build(attn_bwd_ws, sig, const, attrs, maxnreg=maxnreg, tag=tag, path=path, keep_sass=True,
+    return build(attn_bwd_ws, sig, const, attrs, maxnreg=maxnreg, tag=tag,
+                 path=f"/tmp/attn_bwd_ws_{d}_{stages}_{int(causal)}_{dt}_{int(split)}_{int(ds_rs)}{int(kv_rs)}",
+                 keep_sass=keep, sass_check=operand_clobbers,
                  counts=("wgmma.mma_async", "cp.reduce.async.bulk", "bar.sync", "bar.arrive"),
                  report=("spill", "rror", "registers", "arning"))
-    if not built:
-        return False
-    with open(path + ".sass") as f:
-        clobbered = operand_clobbers(f.read())
-    if not keep:
-        os.remove(path + ".sass")
-    print(f"   wgmma A registers read in a loop before any write there, then rewritten in it: {clobbered or 'none'}")
-    return not clobbered
 
 
 _INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
 
 
-def _regs(op: str, opcode: str) -> set[int]:
-    """The registers an instruction's first operand ``op`` writes (a width from the opcode: .128 / .64 / .x4)."""
+def _regs(op: str, width: int) -> set[int]:
+    """The ``width`` registers from operand ``op`` (none if it is not a register)."""
     m = re.fullmatch(r"R(\d+)", op.strip())
-    if not m:
-        return set()
-    width = 4 if (".128" in opcode or (opcode.startswith("LDSM") and ".4" in opcode)) else 2 if ".64" in opcode else 1
-    return set(range(int(m.group(1)), int(m.group(1)) + width))
+    return set(range(int(m.group(1)), int(m.group(1)) + width)) if m else set()
+
+
+def _width(opcode: str) -> int:
+    """How many registers an instruction writes from its destination: 4 for .128 and LDSM .4, 2 for .64, else 1."""
+    return 4 if ".128" in opcode or (opcode.startswith("LDSM") and ".4" in opcode) else 2 if ".64" in opcode else 1
 
 
 def operand_clobbers(sass: str) -> list[str]:
@@ -102,9 +98,9 @@ def operand_clobbers(sass: str) -> list[str]:
                 continue
             parts = [x.strip() for x in operands.split(",")]
             if o.startswith("HGMMA") and len(parts) > 1:
-                invariant |= _regs(parts[1], ".128") - written
+                invariant |= _regs(parts[1], 4) - written  # an A operand: 4 registers per k16 slice
             elif parts and not o.startswith(("ST", "HGMMA", "BRA", "BAR", "SYNCS", "RED", "UTMA")):
-                regs = _regs(parts[0], o)
+                regs = _regs(parts[0], _width(o))
                 rewritten |= regs & invariant
                 written |= regs
         if rewritten:
