@@ -25,6 +25,13 @@ Partitions:
   which runs while the consumer goes on; ``kernels/attention_bwd_ws.py`` zeroes the scratch before and scales
   and casts it after (dq is therefore not bitwise deterministic: the order of the adds varies).
 
+With ``PREP`` the kernel does the pre-pass's work (delta, the dQ scratch zeroed) for all but the first ``ahead`` kv
+heads (the host's pre-pass does those): each program's loader, one chunk of rows after each Q/dO issue once its ring
+is full, prepares its key block's share of the kv head ``ahead`` heads after its own and counts it done (a release
+add a thread); each program takes its index from a start-order ticket and waits in its prologue for its own head's
+count (acquire), its consumers then fence the async proxy before their reduce-adds.  A program waits only on
+programs that started before it, so none can wait on one that never starts.
+
 Rows beyond Lq and keys beyond Lk arrive as zeros from the copy engine.  A query row beyond Lq has lse = +inf
 (so P = 0).  A key beyond Lk is masked through the accumulators' start values (S^T from -inf, dP^T from 0):
 unmasked, its zero K row would give P = exp(-lse), which overflows fp16 for a row with lse below about -11;
@@ -46,6 +53,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 from triton.language.core import _aggregate as aggregate
+
+from kernels._attn_bwd_ws_prep import Prep, _prep_chunk, _prep_chunks, _prep_release, _proxy_fence, _wait_prepared
 
 ROWS: gl.constexpr = gl.constexpr(64)  # query rows per step; also keys per consumer warpgroup
 VEC: gl.constexpr = gl.constexpr(gl.BlockedLayout([1], [32], [4], [0]))  # a row block's lse / delta, compact
@@ -106,7 +115,7 @@ class Problem:
 
 
 @gluon.jit
-def _loader(q_desc, k_desc, v_desc, do_desc, sm: Smem, pb: Problem, STAGES: gl.constexpr):
+def _loader(q_desc, k_desc, v_desc, do_desc, sm: Smem, pb: Problem, pr: Prep, STAGES: gl.constexpr):
     BLOCK_D: gl.constexpr = q_desc.block_type.shape[3]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
     mbarrier.expect(sm.kv_ready.index(0), k_desc.block_type.nbytes + v_desc.block_type.nbytes)
@@ -114,6 +123,10 @@ def _loader(q_desc, k_desc, v_desc, do_desc, sm: Smem, pb: Problem, STAGES: gl.c
                                     sm.k.reshape([1, 1, BLOCK_N, BLOCK_D]))
     tma.async_copy_global_to_shared(v_desc, [pb.b, pb.hk, pb.n0, 0], sm.kv_ready.index(0),
                                     sm.v.reshape([1, 1, BLOCK_N, BLOCK_D]))
+    n_prep = 0
+    if pr.PREP:  # the later head's preparation, a chunk after each Q/dO issue once the ring is full
+        n_prep = _prep_chunks(pr, pb, BLOCK_D)
+    done = 0
     t = 0
     for g in range(pb.GROUP):
         h = pb.hk * pb.GROUP + g
@@ -127,6 +140,18 @@ def _loader(q_desc, k_desc, v_desc, do_desc, sm: Smem, pb: Problem, STAGES: gl.c
             tma.async_copy_global_to_shared(do_desc, [pb.b, h, m0, 0], sm.do_ready.index(s),
                                             sm.do.index(s).reshape([1, 1, ROWS, BLOCK_D]))
             t += 1
+            if pr.PREP:  # noqa: SIM102 (a compile-time test, then run-time ones)
+                if t >= STAGES:  # noqa: SIM102
+                    if done < n_prep:
+                        _prep_chunk(pr, pb, done, BLOCK_D)
+                        done += 1
+                        if done == n_prep:
+                            _prep_release(pr, pb)
+    if pr.PREP:  # what the loop left (few row blocks), and the count if the loop did not give it
+        for c in range(done, n_prep):
+            _prep_chunk(pr, pb, c, BLOCK_D)
+        if done < n_prep or n_prep == 0:
+            _prep_release(pr, pb)
 
 
 @gluon.jit
@@ -240,7 +265,7 @@ def _step(k_a, v_a, dk, dv, lse_v, delta_v, t, m0, bh, bh_end, LSE, DELTA, dq_de
 
 @gluon.jit
 def _consumer(which: gl.constexpr, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm: Smem,
-              pb: Problem, qk_scale, sm_scale, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
+              pb: Problem, PREP: gl.constexpr, qk_scale, sm_scale, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
               DQ_SPLIT: gl.constexpr, DQ_SKIP: gl.constexpr, DS_RS: gl.constexpr, KV_RS: gl.constexpr):
     BLOCK_D: gl.constexpr = sm.q.shape[2]
     DQ_W: gl.constexpr = sm.dq.shape[2]
@@ -266,6 +291,8 @@ def _consumer(which: gl.constexpr, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl
     inv_scale = 1.0 / sm_scale
     bh0 = pb.b * pb.HQ + pb.hk * pb.GROUP
     bh_end = bh0 + pb.GROUP  # this program's query heads: bh0 .. bh_end - 1
+    if PREP:  # the kernel's prologue waited for this head's preparation: the TMA reduce-adds come after it
+        _proxy_fence()
     lse_v, delta_v = _rows(LSE, DELTA, bh0, pb.lo, pb.LQ, True)  # GROUP >= 1: bh0 is one of its heads
     t = 0
     for g in range(pb.GROUP):
@@ -289,24 +316,27 @@ def _consumer(which: gl.constexpr, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl
 
 
 @gluon.jit
-def _consumer0(dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm: Smem, pb: Problem, qk_scale,
+def _consumer0(dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm: Smem, pb: Problem,
+               PREP: gl.constexpr, qk_scale,
                sm_scale, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, DQ_SPLIT: gl.constexpr,
                DQ_SKIP: gl.constexpr, DS_RS: gl.constexpr, KV_RS: gl.constexpr):
-    _consumer(0, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm, pb, qk_scale, sm_scale,
+    _consumer(0, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm, pb, PREP, qk_scale, sm_scale,
               HEAD_DIM, STAGES, DQ_SPLIT, DQ_SKIP, DS_RS, KV_RS)
 
 
 @gluon.jit
-def _consumer1(dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm: Smem, pb: Problem, qk_scale,
+def _consumer1(dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm: Smem, pb: Problem,
+               PREP: gl.constexpr, qk_scale,
                sm_scale, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, DQ_SPLIT: gl.constexpr,
                DQ_SKIP: gl.constexpr, DS_RS: gl.constexpr, KV_RS: gl.constexpr):
-    _consumer(1, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm, pb, qk_scale, sm_scale,
+    _consumer(1, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm, pb, PREP, qk_scale, sm_scale,
               HEAD_DIM, STAGES, DQ_SPLIT, DQ_SKIP, DS_RS, KV_RS)
 
 
 @gluon.jit
 def attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl,
-                HQ, HKV, GROUP, LQ, LK, n_kb, n_tail, qk_scale, sm_scale, HEAD_DIM: gl.constexpr,
+                HQ, HKV, GROUP, LQ, LK, n_kb, n_tail, qk_scale, sm_scale, OUT, DO, DQACC, SYNC, sob, soh, sol, sdob,
+                sdoh, sdol, ahead, PREP: gl.constexpr, HEAD_DIM: gl.constexpr,
                 STAGES: gl.constexpr, CAUSAL: gl.constexpr, DQ_SPLIT: gl.constexpr, DQ_SKIP: gl.constexpr,
                 CONSUMER_REGS: gl.constexpr, DS_RS: gl.constexpr, KV_RS: gl.constexpr):
     """q/do_desc: (B, Hq, Lq, D) descriptors with [1, 1, 64, BLOCK_D] boxes; k/v_desc: (B, Hkv, Lk, D) with
@@ -317,13 +347,19 @@ def attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK, DV, sd
     head) order: under a causal mask a key block's work falls with its index, and the hardware starts programs
     in grid order as SMs free up, so the last programs to start are then the lightest of those heads, not the
     heaviest of the last head (the dQ scratch rows that programs running together add into stay few).
-    ``DQ_SKIP`` (a timing diagnostic only: dq comes out zero) leaves out the dQ product and its reduce-add."""
+    ``DQ_SKIP`` (a timing diagnostic only: dq comes out zero) leaves out the dQ product and its reduce-add.  With
+    ``PREP``: OUT / DO (o and dO, unit dim stride, batch / head / position strides sob.. / sdob..), DQACC (the fp32
+    scratch as a pointer), SYNC (int32, zeroed: the start ticket, then a count per kv head) and ``ahead`` (the kv
+    heads the host's pre-pass prepared; each program prepares the head that many after its own)."""
     NC: gl.constexpr = 2
     dtype: gl.constexpr = q_desc.dtype
     BLOCK_D: gl.constexpr = q_desc.block_type.shape[3]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
     DQ_W: gl.constexpr = dq_desc.block_type.shape[2]
-    pid = gl.program_id(0)
+    if PREP:  # noqa: SIM108 (the programs' order of start: every program waited on has started, no deadlock)
+        pid = gl.atomic_add(SYNC, 1)
+    else:
+        pid = gl.program_id(0)
     n_bhk = gl.num_programs(0) // n_kb
     bulk = (n_bhk - n_tail) * n_kb
     r = gl.maximum(pid - bulk, 0)  # the tail's programs: heaviest key blocks first across its heads
@@ -344,6 +380,11 @@ def attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK, DV, sd
     HKV_t = gl.to_tensor(HKV)
     pb = Problem(gl.to_tensor(HQ), HKV_t, gl.to_tensor(GROUP), LQ_t, LK_t, bhk // HKV_t, bhk % HKV_t, n0, lo, split,
                  NC, CAUSAL)
+    pr = Prep(OUT, DO, DELTA, DQACC, SYNC, gl.to_tensor(sob), gl.to_tensor(soh), gl.to_tensor(sol),
+              gl.to_tensor(sdob), gl.to_tensor(sdoh), gl.to_tensor(sdol), gl.to_tensor(ahead), gl.to_tensor(n_kb), kb,
+              PREP)
+    if PREP:  # this head's delta and zeroed dQ rows (past the pre-pass's heads), by programs started earlier
+        _wait_prepared(pr, pb)
     tile_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BLOCK_D], dtype)
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_D], dtype)
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, ROWS], dtype)
@@ -370,9 +411,9 @@ def attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK, DV, sd
         mbarrier.init(sm.ds_ready.index(i), count=NC)
         mbarrier.init(sm.ds_free.index(i), count=NC)
     gl.warp_specialize([
-        (_loader, (q_desc, k_desc, v_desc, do_desc, sm, pb, STAGES)),
-        (_consumer0, (dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm, pb, qk_scale, sm_scale,
+        (_loader, (q_desc, k_desc, v_desc, do_desc, sm, pb, pr, STAGES)),
+        (_consumer0, (dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm, pb, PREP, qk_scale, sm_scale,
                       HEAD_DIM, STAGES, DQ_SPLIT, DQ_SKIP, DS_RS, KV_RS)),
-        (_consumer1, (dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm, pb, qk_scale, sm_scale,
+        (_consumer1, (dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl, sdvb, sdvh, sdvl, sm, pb, PREP, qk_scale, sm_scale,
                       HEAD_DIM, STAGES, DQ_SPLIT, DQ_SKIP, DS_RS, KV_RS)),
     ], [4, 4], [CONSUMER_REGS, CONSUMER_REGS])

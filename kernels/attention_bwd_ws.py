@@ -3,9 +3,10 @@
 :func:`kernels.attention.attention_backward` routes here with ``impl="gluon"``, or with ``impl="auto"`` where
 :func:`preferred` says the kernel measured faster, when :func:`eligible` says it can run (sm_90, fp16/bf16, head
 dim 64 or 128, TMA-compatible strides, a positive softmax scale, a Triton whose Gluon API builds it).  Three
-launches: the delta pre-pass (which also zeroes the fp32 dQ scratch), the Gluon kernel (dK, dV, and dQ added into
-the scratch with TMA reduce-adds) and the dQ post-pass (scale and cast), the pre- and post-pass shared with the
-fused Triton backward.  **dq is not bitwise deterministic** (the order of the adds varies); dk and dv are.  If
+launches: the delta pre-pass (which also zeroes the fp32 dQ scratch; with ``PREP_HEAD_DIMS`` for the first
+:func:`prep_ahead` kv heads only, the kernel doing the rest), the Gluon kernel (dK, dV, and dQ added into the scratch
+with TMA reduce-adds) and the dQ post-pass (scale and cast), the pre- and post-pass shared with the fused Triton
+backward.  **dq is not bitwise deterministic** (the order of the adds varies); dk and dv are.  If
 Triton cannot build the kernel here, the first call says so once (``RuntimeWarning``) and the caller falls back.
 
 Status (session 9): built offline for sm_90 against Triton 3.6.0 (``kernels/compile_check_bwd_ws.py``: no spills
@@ -78,6 +79,21 @@ DS_REGISTERS = True
 # with DS_REGISTERS: without it Triton 3.6's ptxas packs P^T over K's registers inside the loop and dk / dv come out
 # wrong (session 20; ``kernels/compile_check_bwd_ws.py`` checks the SASS for it)
 KV_REGISTERS_HEAD_DIMS = (64,)
+# Head dims whose pre-pass work (delta = rowsum(o dO), the dQ scratch zeroed: ~0.1 ms at d128 L4096, at the copy
+# rate) the kernel does itself for all but the first kv heads: each program's loader warpgroup, a chunk of rows after
+# each Q/dO issue once its ring is full, prepares its key block's share of the kv head ``prep_ahead`` heads after its
+# own, while the compute leaves DRAM idle, and counts it done (release); a program waits in its prologue for its own
+# head's count (acquire).  Programs take their index from a ticket in start order, so every program waited on has
+# started and waits only on earlier ones: no deadlock whatever order the hardware starts them in.  Session 21 (H100
+# GPU-382dd5d8, call 7, against the pre-pass for every head): d128 L4096 +1.2 % (causal +2.7 %), d64 L4096 +2.0 %
+# (causal +0.7 %), L8192 -0.7 % (d128) / level (d64); call 6's first form (the wait in the consumers, the work at once
+# when the ring was full) lost 2.4 % at d128 and gained 2.8 % at d64.
+# Only from PREP_MIN_LEN queries: with few key blocks a head many heads run in the first wave, and those past the
+# pre-pass's wait for the loaders of the first ones, which spread their chunks over most of their programs (call 6's
+# form lost 5 % at L1024 / L2048; call 7's was not timed there).
+PREP_HEAD_DIMS: tuple[int, ...] = (64, 128)
+PREP_MIN_LEN = 4096
+PREP_AHEAD = 4  # kv heads the pre-pass still prepares, at least
 _PRE_BM = 64
 _broken: list[str] = []  # the build error, once the kernel failed to build here
 
@@ -115,38 +131,44 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
              lse: torch.Tensor, dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor, dims: AttnDims, layout: str,
              causal: bool, scale: float, *, stages: int | None = None, skip_dq: bool = False,
              tail_waves: float | None = None, ds_registers: bool | None = None,
-             kv_registers: bool | None = None) -> bool:
+             kv_registers: bool | None = None, prep: bool | None = None) -> bool:
     """Write dq, dk, dv (checked, preallocated, non-empty problem, :func:`eligible` inputs) through the Gluon
     kernel; False (nothing written) when the kernel cannot be built here.  ``stages`` overrides ``CONFIGS``,
     ``tail_waves`` ``CAUSAL_TAIL_WAVES`` (for a causal mask only), ``ds_registers`` ``DS_REGISTERS``,
-    ``kv_registers`` ``KV_REGISTERS_HEAD_DIMS``; ``skip_dq`` (a timing diagnostic: dq comes out zero) leaves out the
-    dQ product and its reduce-adds."""
+    ``kv_registers`` ``KV_REGISTERS_HEAD_DIMS``, ``prep`` ``PREP_HEAD_DIMS`` / ``PREP_MIN_LEN`` (o and dO need a unit
+    last stride for it); ``skip_dq`` (a timing diagnostic: dq comes out zero) leaves out the dQ product and its
+    reduce-adds."""
     d = dims.head_dim
     b, hq, hk = dims.batch, dims.heads_q, dims.heads_kv
     ds_rs = DS_REGISTERS if ds_registers is None else bool(ds_registers)
     kv_rs = (ds_rs and d in KV_REGISTERS_HEAD_DIMS) if kv_registers is None else bool(kv_registers)
     if kv_rs and not ds_rs:
         raise ValueError("kv_registers needs ds_registers: without it ptxas (Triton 3.6) miscompiles the kernel")
+    n_kb = triton.cdiv(dims.len_k, BLOCK_N)
+    n_tail = tail_heads(n_kb, b * hk, sm_count(q.device, 1), CAUSAL_TAIL_WAVES if tail_waves is None else tail_waves,
+                        causal)
+    so, sdo = layout_strides(out, layout), layout_strides(do, layout)
+    prep = (prepares_in_kernel(d, dims.len_q) if prep is None else bool(prep)) and so[3] == 1 and sdo[3] == 1
+    ahead = prep_ahead(b * hk, n_tail) if prep else b * hk
+    # [0] the programs' start ticket, [1 + kv head] its preparation count (unused without prep)
+    sync = torch.zeros(1 + b * hk, dtype=torch.int32, device=q.device) if prep else lse
     delta = torch.empty_like(lse)
     dq_acc = torch.empty((b * hq, dims.len_q, d), dtype=torch.float32, device=q.device)
-    _bwd_pre_fused[(triton.cdiv(dims.len_q, _PRE_BM), b * hq)](
-        out, do, delta, dq_acc, *layout_strides(out, layout), *layout_strides(do, layout), hq, dims.len_q,
-        HEAD_DIM=d, BLOCK_D=padded_dim(d), BLOCK_M=_PRE_BM)
+    _bwd_pre_fused[(triton.cdiv(dims.len_q, _PRE_BM), ahead * dims.group)](
+        out, do, delta, dq_acc, *so, *sdo, hq, dims.len_q, HEAD_DIM=d, BLOCK_D=padded_dim(d), BLOCK_M=_PRE_BM)
     split = d == 128  # each consumer computes half of dQ's columns; at d64 one consumer per row block, in turn
     dq_box = (1, ROWS, d // 2 if split else d)
     descs = (descriptor(q, layout, b, hq, dims.len_q, d, ROWS), descriptor(k, layout, b, hk, dims.len_k, d, BLOCK_N),
              descriptor(v, layout, b, hk, dims.len_k, d, BLOCK_N), descriptor(do, layout, b, hq, dims.len_q, d, ROWS),
              TensorDescriptor(dq_acc, [b * hq, dims.len_q, d], [dims.len_q * d, d, 1], list(dq_box),
                               smem_layout(dq_box, torch.float32)))
-    n_kb = triton.cdiv(dims.len_k, BLOCK_N)
-    n_tail = tail_heads(n_kb, b * hk, sm_count(q.device, 1), CAUSAL_TAIL_WAVES if tail_waves is None else tail_waves,
-                        causal)
     sdk, sdv = layout_strides(dk, layout), layout_strides(dv, layout)
     regs, maxnreg = REGISTERS
     try:
         attn_bwd_ws[(n_kb * b * hk,)](
             *descs, lse, delta, dk, dv, sdk[0], sdk[1], sdk[2], sdv[0], sdv[1], sdv[2], hq, hk, dims.group,
-            dims.len_q, dims.len_k, n_kb, n_tail, scale * LOG2E, scale, HEAD_DIM=d,
+            dims.len_q, dims.len_k, n_kb, n_tail, scale * LOG2E, scale, out, do, dq_acc, sync, so[0], so[1], so[2],
+            sdo[0], sdo[1], sdo[2], ahead, PREP=prep, HEAD_DIM=d,
             STAGES=stages or CONFIGS[d], CAUSAL=bool(causal), DQ_SPLIT=split, DQ_SKIP=bool(skip_dq),
             CONSUMER_REGS=regs, DS_RS=ds_rs, KV_RS=kv_rs, num_warps=4, maxnreg=maxnreg)
     except GLUON_BUILD_ERRORS as exc:  # compile, ptxas or resource errors: not a launch failure
@@ -156,6 +178,19 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
         dq_acc, dq, *layout_strides(dq, layout), hq, dims.len_q, scale, HEAD_DIM=d, BLOCK_D=padded_dim(d),
         BLOCK_M=_PRE_BM)
     return True
+
+
+def prepares_in_kernel(head_dim: int, len_q: int) -> bool:
+    """Whether :func:`backward` has the kernel do the pre-pass's work past the first heads by default: at
+    ``PREP_HEAD_DIMS`` from ``PREP_MIN_LEN`` queries (where it was timed faster)."""
+    return head_dim in PREP_HEAD_DIMS and len_q >= PREP_MIN_LEN
+
+
+def prep_ahead(n_heads: int, n_tail: int) -> int:
+    """How many kv heads the pre-pass prepares (and how far ahead each program prepares one, the kernel's ``ahead``):
+    ``PREP_AHEAD``, at least the ``n_tail`` heads started in key block order (their programs come after every other
+    head's, so each is prepared by programs that start before any of its own), at most every head."""
+    return min(max(PREP_AHEAD, n_tail), n_heads)
 
 
 def tail_heads(n_kb: int, n_heads: int, sms: int, waves: float, causal: bool) -> int:

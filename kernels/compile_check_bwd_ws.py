@@ -24,14 +24,14 @@ from kernels._offline_build import build, descriptor_type, main
 
 def check(d: int = 128, stages: int = 2, causal: bool = False, dt: str = "bf16", split: bool | None = None,
           regs: int = 240, maxnreg: int = 168, ones: tuple[str, ...] = (), keep: bool = False,
-          skip_dq: bool = False, ds_rs: bool = True, kv_rs: bool | None = None) -> bool:
+          skip_dq: bool = False, ds_rs: bool = True, kv_rs: bool | None = None, prep: bool = True) -> bool:
     """Build one configuration; print its resource report and ``operand_clobbers``' findings.  True if it built with
     none (``keep``: also write the cubin's SASS to /tmp)."""
     split = d == 128 if split is None else split
     kv_rs = (ds_rs and d == 64) if kv_rs is None else kv_rs  # as attention_bwd_ws.KV_REGISTERS_HEAD_DIMS
     dq_w = d // 2 if split else d
     const = dict(HEAD_DIM=d, STAGES=stages, CAUSAL=causal, DQ_SPLIT=split, DQ_SKIP=skip_dq, CONSUMER_REGS=regs,
-                 DS_RS=ds_rs, KV_RS=kv_rs, **{o: 1 for o in ones})
+                 DS_RS=ds_rs, KV_RS=kv_rs, PREP=prep, **{o: 1 for o in ones})
     boxes = {"q_desc": (dt, (1, 1, 64, d)), "do_desc": (dt, (1, 1, 64, d)), "k_desc": (dt, (1, 1, 128, d)),
              "v_desc": (dt, (1, 1, 128, d)), "dq_desc": ("fp32", (1, 64, dq_w))}
     sig, attrs = {}, {}
@@ -40,22 +40,25 @@ def check(d: int = 128, stages: int = 2, causal: bool = False, dt: str = "bf16",
             sig[name] = "constexpr"
         elif name in boxes:
             sig[name] = descriptor_type(*boxes[name])
-        elif name in ("LSE", "DELTA"):
+        elif name in ("LSE", "DELTA", "DQACC"):
             sig[name] = "*fp32"
             attrs[(i,)] = [["tt.divisibility", 16]]
-        elif name in ("DK", "DV"):
+        elif name == "SYNC":
+            sig[name] = "*i32"
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        elif name in ("DK", "DV", "OUT", "DO"):
             sig[name] = f"*{dt}"
             attrs[(i,)] = [["tt.divisibility", 16]]
         elif name in ("qk_scale", "sm_scale"):
             sig[name] = "fp32"
         else:
             sig[name] = "i32"
-            if name.startswith("sd"):
+            if name.startswith(("sd", "so")):
                 attrs[(i,)] = [["tt.divisibility", 16]]
     tag = (f"d{d} stages{stages} causal={causal} {dt} split={split} skip_dq={skip_dq} "
-           f"regs={regs}/{maxnreg} ones={ones} ds_rs={ds_rs} kv_rs={kv_rs}")
+           f"regs={regs}/{maxnreg} ones={ones} ds_rs={ds_rs} kv_rs={kv_rs} prep={prep}")
     return build(attn_bwd_ws, sig, const, attrs, maxnreg=maxnreg, tag=tag,
-                 path=f"/tmp/attn_bwd_ws_{d}_{stages}_{int(causal)}_{dt}_{int(split)}_{int(ds_rs)}{int(kv_rs)}",
+                 path=f"/tmp/attn_bwd_ws_{d}_{stages}_{int(causal)}_{dt}_{int(split)}_{int(ds_rs)}{int(kv_rs)}{int(prep)}",
                  keep_sass=keep, sass_check=operand_clobbers,
                  counts=("wgmma.mma_async", "cp.reduce.async.bulk", "bar.sync", "bar.arrive"),
                  report=("spill", "rror", "registers", "arning"))

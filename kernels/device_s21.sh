@@ -24,6 +24,18 @@
 #        the shipped form and the fp64 reference, then a graph-timed A/B beside SDPA cuDNN, best of 4 rounds.
 #        Ran code that is not in the tree: `git apply docs/measurements/kernels_s21_bwd_dq_lag.patch` first.
 #        Call 3 and call 4 run the tree as it is (call 4 swaps attention_ws.rowsum_mma for the fp8 runs it forces).
+# call6 (H100): the pre-pass's work (delta, the dQ scratch zeroed) done inside the Gluon backward by each program's
+#        loader warpgroup for a kv head PREP_AHEAD heads later (attention_bwd_ws.backward(prep=True); programs take
+#        their index from a start-order ticket, a head's consumers wait for its count): gradients against prep=False
+#        and the fp64 reference (GQA, causal with the tail order, ragged lengths, graph replays), then a graph-timed A/B
+#        beside SDPA cuDNN, best of 4 rounds.
+#        Call 6 ran that first form: `git apply docs/measurements/kernels_s21_bwd_prep_v1.patch` (against commit
+#        19291e8) first.
+# call7 (H100): the same with the preparation spread over the loader's steps (a chunk of rows after each Q/dO issue
+#        once the ring is full) and the wait in the kernel's prologue (the consumers only fence): checks, a graph-timed
+#        A/B (3 rounds), then the backward GPU tests with it on at both head dims (attention_bwd_ws.PREP_HEAD_DIMS).
+# call8 (H100): after the preparation moved to kernels/_attn_bwd_ws_prep.py (same build: spills and SASS counts as
+#        call 7's) and the new GPU test (prep against the pre-pass, eager and graph-replayed): the backward GPU tests.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -327,6 +339,91 @@ for b, h, seq, d, causal in SHAPES:
           flush=True)
     del q, k, v, do, out, lse, bufs, fns, qkv, o
 PY
+cat > /tmp/s21/ab_prep.py <<'PY'
+import sys
+from functools import partial
+
+import torch
+
+from kernels import attention, attention_bwd_ws, tune_cases
+from kernels import reference as ref
+from kernels._checks import check_attention
+from kernels.tune_bwd import _sdpa_grad, _time
+
+CASES = [(2, 8, 8, 1024, 1024, 128, False), (2, 8, 8, 1024, 1024, 128, True), (1, 8, 8, 1000, 1000, 128, False),
+         (1, 8, 8, 777, 1029, 128, True), (2, 8, 2, 1000, 1000, 128, True), (1, 4, 4, 64, 64, 128, False),
+         (2, 8, 8, 2048, 2048, 64, False), (1, 8, 4, 1031, 1031, 64, True), (4, 16, 16, 1024, 1024, 64, True)]
+bad = 0
+for b, hq, hk, lq, lk, d, causal in CASES:
+    q = tune_cases.randn((b, hq, lq, d), torch.bfloat16, 0)
+    k, v = (tune_cases.randn((b, hk, lk, d), torch.bfloat16, i) for i in (1, 2))
+    do = tune_cases.randn((b, hq, lq, d), torch.bfloat16, 3)
+    out, lse = attention.attention_forward(q, k, v, causal, impl="triton")
+    dims = check_attention(q, k, v, "bhld", attention.HEAD_DIMS)
+    res = {}
+    for prep in (False, True):
+        for rep in range(2):
+            bufs = tuple(torch.full_like(t, float("nan")) for t in (q, k, v))
+            assert attention_bwd_ws.backward(do, q, k, v, out, lse, *bufs, dims, "bhld", causal, d ** -0.5,
+                                             prep=prep)
+            res[(prep, rep)] = bufs
+    # replays of a captured graph (the perf fixture's timer captures)
+    bufs = tuple(torch.full_like(t, float("nan")) for t in (q, k, v))
+    fn = partial(attention_bwd_ws.backward, do, q, k, v, out, lse, *bufs, dims, "bhld", causal, d ** -0.5, prep=True)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    for x in bufs:
+        x.fill_(float("nan"))
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+    res[(True, "graph")] = bufs
+    qkv = tuple(t.double().requires_grad_() for t in (q, k, v))
+    o = ref.attention_fp32(*qkv, causal, None, "bhld", dtype=torch.float64)[0]
+    gr = torch.autograd.grad(o, qkv, do.double())
+    base = res[(False, 0)]
+    for key, r in res.items():
+        errs = [ref.rel_err(x, y) for x, y in zip(r, gr)]
+        same_kv = all(torch.equal(x, y) for x, y in zip(r[1:], base[1:]))
+        dq_diff = (r[0].float() - base[0].float()).abs().max().item()
+        ok = all(e < 2e-2 for e in errs) and all(torch.isfinite(x).all() for x in r) and same_kv and dq_diff < 5e-3
+        bad += not ok
+        print(f"CHECK {'ok  ' if ok else 'FAIL'} prep={key[0]} run {key[1]} b{b} hq{hq} hk{hk} L{lq}/{lk} d{d} "
+              f"causal={causal}: rel err dq {errs[0]:.2e} dk {errs[1]:.2e} dv {errs[2]:.2e}; dk/dv bitwise {same_kv}, "
+              f"dq max diff {dq_diff:.2e}", flush=True)
+print("CHECKS FAILED", bad) if bad else print("CHECKS ALL OK")
+
+SHAPES = [(4, 16, 4096, 128, False), (4, 16, 4096, 128, True), (4, 16, 4096, 64, False), (4, 16, 4096, 64, True),
+          (2, 16, 8192, 128, False), (1, 16, 16384, 128, False), (4, 16, 2048, 128, False), (16, 16, 1024, 128, False),
+          (2, 16, 8192, 64, False)]
+ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 4
+for b, h, seq, d, causal in SHAPES:
+    q, k, v, do = (tune_cases.randn((b, h, seq, d), torch.bfloat16, i) for i in range(4))
+    out, lse = attention.attention_forward(q, k, v, causal, impl="triton")
+    dims = check_attention(q, k, v, "bhld", attention.HEAD_DIMS)
+    bufs = tuple(torch.empty_like(t) for t in (q, k, v))
+    run = partial(attention_bwd_ws.backward, do, q, k, v, out, lse, *bufs, dims, "bhld", causal, d ** -0.5)
+    fns = {"shipped": partial(run, prep=False), "prep": partial(run, prep=True)}
+    qkv = tuple(t.detach().clone().requires_grad_() for t in (q, k, v))
+    o = ref.sdpa(*qkv, causal, "cudnn")
+    fns["cudnn"] = partial(_sdpa_grad, o, qkv, do)
+    flops = tune_cases.flops_bytes(tune_cases.Variant("bwd", (b, h, seq, d, causal)))[0]
+    t = {}
+    for r in range(ROUNDS):
+        for name, fn in (list(fns.items()) if r % 2 == 0 else list(reversed(fns.items()))):
+            t[name] = min(_time(fn)[0], t.get(name, float("inf")))
+    tag = f"bwd b{b} h{h} L{seq} d{d} {'causal' if causal else 'full'}"
+    print(f"{tag}: " + "; ".join(f"{n} {ms:.4f} ms {flops / ms / 1e9:.0f} TFLOPS x{t['cudnn'] / ms:.3f} cuDNN"
+                                 for n, ms in t.items()) + f"; prep/shipped x{t['shipped'] / t['prep']:.3f}",
+          flush=True)
+    del q, k, v, do, out, lse, bufs, fns, qkv, o
+PY
 case $CALL in
   call1)
     timeout 150 python3 /tmp/s21/check_red.py 2>&1 | tee "${LOG}_check.log"
@@ -343,6 +440,39 @@ case $CALL in
     ;;
   call5)
     timeout 500 python3 /tmp/s21/ab_lag.py 4 2>&1 | tee "${LOG}_ab_lag.log"
+    ;;
+  call6)
+    timeout 240 python3 -c "
+import sys; sys.argv=['x']
+exec(open('/tmp/s21/ab_prep.py').read().split('SHAPES = ')[0])" 2>&1 | tee "${LOG}_check.log"
+    grep -q "CHECKS ALL OK" "${LOG}_check.log" && timeout 320 python3 - 4 <<'PY2' 2>&1 | tee "${LOG}_ab_prep.log"
+import sys
+src = open('/tmp/s21/ab_prep.py').read()
+head, tail = src.split('CASES = ')[0], 'SHAPES = ' + src.split('SHAPES = ')[1]
+sys.argv = ['x', '4']
+exec(head + tail)
+PY2
+    ;;
+  call7)
+    timeout 80 python3 -c "
+import sys; sys.argv=['x']
+src = open('/tmp/s21/ab_prep.py').read().split('SHAPES = ')[0]
+src = src.replace('CASES = [', 'CASES = [(1, 8, 8, 777, 1029, 128, True), (2, 8, 2, 1000, 1000, 128, True), (1, 8, 4, 1031, 1031, 64, True), (2, 8, 8, 2048, 2048, 64, False)] or [')
+exec(src)" 2>&1 | tee "${LOG}_check.log"
+    grep -q "CHECKS ALL OK" "${LOG}_check.log" && timeout 110 python3 - <<'PY2' 2>&1 | tee "${LOG}_ab_prep.log"
+import sys
+src = open('/tmp/s21/ab_prep.py').read()
+head, tail = src.split('CASES = ')[0], 'SHAPES = ' + src.split('SHAPES = ')[1]
+tail = tail.replace('SHAPES = [', 'SHAPES = [(4, 16, 4096, 128, False), (4, 16, 4096, 64, False), (2, 16, 8192, 128, False), (4, 16, 4096, 128, True), (2, 16, 8192, 64, False), (4, 16, 4096, 64, True)] or [', 1)
+sys.argv = ['x', '3']
+exec(head + tail)
+PY2
+    timeout 120 python3 -m pytest tests/kernels/test_attention_bwd_ws.py -m gpu -q -p no:cacheprovider -x -n 8 2>&1 \
+      | tail -6 | tee "${LOG}_gpu_tests.log"
+    ;;
+  call8)
+    timeout 170 python3 -m pytest tests/kernels/test_attention_bwd_ws.py -m gpu -q -p no:cacheprovider -x -n 8 2>&1 \
+      | tail -6 | tee "${LOG}_gpu_tests.log"
     ;;
   *) echo "unknown call $CALL"; exit 2 ;;
 esac

@@ -9,6 +9,8 @@ and unequal lengths, both layouts, bf16 and fp16.  Gradient buffers are poisoned
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -302,3 +304,58 @@ def test_gluon_backward_register_operands_gpu(d, causal, gen):
     with pytest.raises(ValueError, match="kv_registers needs ds_registers"):
         attention_bwd_ws.backward(do, q, k, v, out, lse, *runs[0], dims, "bhld", causal, d ** -0.5,
                                   ds_registers=False, kv_registers=True)
+
+
+@pytest.mark.parametrize(("n_heads", "n_tail", "ahead"), [
+    (64, 0, 4),  # no mask: PREP_AHEAD
+    (64, 9, 9),  # the suite's causal shape: every head started in key block order prepared by earlier programs
+    (3, 0, 3),  # few heads: the pre-pass prepares all of them
+    (16, 16, 16),
+])
+def test_prep_ahead_rule(n_heads, n_tail, ahead, monkeypatch):
+    monkeypatch.setattr(attention_bwd_ws, "PREP_AHEAD", 4)
+    assert attention_bwd_ws.prep_ahead(n_heads, n_tail) == ahead
+
+
+@pytest.mark.parametrize(("d", "len_q", "prep"), [(128, 4096, True), (64, 16384, True), (128, 2048, False),
+                                                   (64, 1, False)])
+def test_prepares_in_kernel_from_the_timed_length(d, len_q, prep):
+    assert attention_bwd_ws.prepares_in_kernel(d, len_q) is prep
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("b", "hq", "hk", "lq", "lk", "d", "causal"), [
+    (2, 8, 8, 1024, 1024, 128, False), (2, 8, 2, 777, 1029, 128, True), (4, 16, 16, 1100, 1100, 128, True),
+    (2, 8, 8, 2048, 2048, 64, False), (1, 8, 4, 1031, 1031, 64, True)])
+def test_gluon_backward_prepares_later_heads_gpu(b, hq, hk, lq, lk, d, causal, gen):
+    """The pre-pass's work done in the kernel for the heads past ``prep_ahead`` (``PREP_HEAD_DIMS``) gives dk and dv
+    bit for bit as the pre-pass for every head and dq within its adds' order, eagerly and replayed from a CUDA graph
+    (the perf fixture's timer captures); the count buffer is zeroed on every call."""
+    _needs_gluon()
+    q, k, v, do, out, lse = _problem(b, hq, hk, lq, lk, d, causal, "bhld", torch.bfloat16, "cuda", gen)
+    dims = check_dims(q, k, v, "bhld", attention.HEAD_DIMS)
+    runs = []
+    for prep in (False, True, True):
+        grads = [_nan(t.shape, t.dtype, t.device) for t in (q, k, v)]
+        assert attention_bwd_ws.backward(do, q, k, v, out, lse, *grads, dims, "bhld", causal, d ** -0.5, prep=prep)
+        runs.append(grads)
+    grads = [_nan(t.shape, t.dtype, t.device) for t in (q, k, v)]
+    run = functools.partial(attention_bwd_ws.backward, do, q, k, v, out, lse, *grads, dims, "bhld", causal,
+                            d ** -0.5, prep=True)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        run()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    for t in grads:
+        t.fill_(float("nan"))
+    for _ in range(3):
+        graph.replay()
+    torch.cuda.synchronize()
+    runs.append(grads)
+    for i, got in enumerate(runs[1:], start=1):
+        assert torch.equal(got[1], runs[0][1]) and torch.equal(got[2], runs[0][2]), i
+        assert rel_err(got[0], runs[0][0]) < 1e-3, i
