@@ -13,8 +13,8 @@ VEC: gl.constexpr = gl.constexpr(gl.BlockedLayout([1], [32], [4], [0]))
 @aggregate
 class Prep:
     """The pre-pass's work for a later kv head, done by this program's loader (``PREP``): delta of its slice of
-    that head's query rows and the dQ scratch rows zeroed, counted on the head's flag; the consumers of a head past
-    the first ``ahead`` wait for their own head's count first."""
+    that head's query rows and the dQ scratch rows zeroed, counted on the head's flag; each program of a head past
+    the first ``ahead`` waits in its prologue for its own head's count."""
     OUT: gl.tensor
     DO: gl.tensor
     DELTA: gl.tensor
