@@ -158,13 +158,8 @@ def check_fp8(log) -> int:
 
 
 def _time_all(log, impls: dict, tag: str, flops: float, against: str) -> None:
-    times: dict[str, float] = {}
-    for rnd in range(ROUNDS):
-        for name, fn in (impls.items() if rnd % 2 == 0 else reversed(impls.items())):
-            try:
-                times[name] = min(cases.bench(fn, graph=True), times.get(name, float("inf")))
-            except Exception as exc:
-                log(f"  {name} failed: {type(exc).__name__}: {str(exc)[:200]}")
+    times = cases.in_turns(impls, ROUNDS, on_error=lambda name, exc: log(
+        f"  {name} failed: {type(exc).__name__}: {str(exc)[:200]}"))
     for name, ms in times.items():
         rel = f" {against}/this x{times[against] / ms:.2f}" if against in times else ""
         log(f"BENCH {tag:30s} {name:12s} {ms:8.4f} ms {flops / ms / 1e9:7.1f} TFLOPS{rel}")
