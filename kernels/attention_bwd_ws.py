@@ -88,11 +88,16 @@ KV_REGISTERS_HEAD_DIMS = (64,)
 # GPU-382dd5d8, call 7, against the pre-pass for every head): d128 L4096 +1.2 % (causal +2.7 %), d64 L4096 +2.0 %
 # (causal +0.7 %), L8192 -0.7 % (d128) / level (d64); call 6's first form (the wait in the consumers, the work at once
 # when the ring was full) lost 2.4 % at d128 and gained 2.8 % at d64.
-# Only from PREP_MIN_LEN queries: with few key blocks a head many heads run in the first wave, and those past the
-# pre-pass's wait for the loaders of the first ones, which spread their chunks over most of their programs (call 6's
-# form lost 5 % at L1024 / L2048; call 7's was not timed there).
+# With few key blocks a head many heads run in the first wave: the pre-pass prepares at least those (prep_ahead),
+# else they would wait for the loaders of the first ones, which spread their chunks over most of their programs
+# (session 22, H100 GPU-451ea00b, call 1: ahead 4 at d128 L1024 ran 2.6x slower).  With that rule (call 2,
+# GPU-6542254e, against the pre-pass for every head): without a mask d128 L1024 +4.2 %, L2048 +1.4 %, d64 L1024
+# +1.1 %; "auto" from PREP_MIN_LEN queries on GPU-c722a5b3 (call 3): d128 L1024 +3.8 %, L2048 +1.8 %, d64 L1024
+# +1.7 %, L2048 +1.4 % (call 4, the same card: +4.0 / -0.2 / +1.5 %).  With a causal mask d128 L1024 -2.4 %, so only
+# from PREP_MIN_LEN_CAUSAL (session 21: L4096 +2.7 %; session 22 call 1: L8192 level).
 PREP_HEAD_DIMS: tuple[int, ...] = (64, 128)
-PREP_MIN_LEN = 4096
+PREP_MIN_LEN = 1024
+PREP_MIN_LEN_CAUSAL = 4096
 PREP_AHEAD = 4  # kv heads the pre-pass still prepares, at least
 _PRE_BM = 64
 _broken: list[str] = []  # the build error, once the kernel failed to build here
@@ -135,8 +140,8 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     """Write dq, dk, dv (checked, preallocated, non-empty problem, :func:`eligible` inputs) through the Gluon
     kernel; False (nothing written) when the kernel cannot be built here.  ``stages`` overrides ``CONFIGS``,
     ``tail_waves`` ``CAUSAL_TAIL_WAVES`` (for a causal mask only), ``ds_registers`` ``DS_REGISTERS``,
-    ``kv_registers`` ``KV_REGISTERS_HEAD_DIMS``, ``prep`` ``PREP_HEAD_DIMS`` / ``PREP_MIN_LEN`` (o and dO need a unit
-    last stride for it); ``skip_dq`` (a timing diagnostic: dq comes out zero) leaves out the dQ product and its
+    ``kv_registers`` ``KV_REGISTERS_HEAD_DIMS``, ``prep`` :func:`prepares_in_kernel` (o and dO need a unit last
+    stride for it); ``skip_dq`` (a timing diagnostic: dq comes out zero) leaves out the dQ product and its
     reduce-adds."""
     d = dims.head_dim
     b, hq, hk = dims.batch, dims.heads_q, dims.heads_kv
@@ -145,11 +150,11 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     if kv_rs and not ds_rs:
         raise ValueError("kv_registers needs ds_registers: without it ptxas (Triton 3.6) miscompiles the kernel")
     n_kb = triton.cdiv(dims.len_k, BLOCK_N)
-    n_tail = tail_heads(n_kb, b * hk, sm_count(q.device, 1), CAUSAL_TAIL_WAVES if tail_waves is None else tail_waves,
-                        causal)
+    sms = sm_count(q.device, 1)
+    n_tail = tail_heads(n_kb, b * hk, sms, CAUSAL_TAIL_WAVES if tail_waves is None else tail_waves, causal)
     so, sdo = layout_strides(out, layout), layout_strides(do, layout)
-    prep = (prepares_in_kernel(d, dims.len_q) if prep is None else bool(prep)) and so[3] == 1 and sdo[3] == 1
-    ahead = prep_ahead(b * hk, n_tail) if prep else b * hk
+    prep = (prepares_in_kernel(d, dims.len_q, causal) if prep is None else bool(prep)) and so[3] == 1 and sdo[3] == 1
+    ahead = prep_ahead(b * hk, n_tail, n_kb, sms) if prep else b * hk
     # [0] the programs' start ticket, [1 + kv head] its preparation count (unused without prep)
     sync = torch.zeros(1 + b * hk, dtype=torch.int32, device=q.device) if prep else lse
     delta = torch.empty_like(lse)
@@ -180,17 +185,21 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     return True
 
 
-def prepares_in_kernel(head_dim: int, len_q: int) -> bool:
+def prepares_in_kernel(head_dim: int, len_q: int, causal: bool) -> bool:
     """Whether :func:`backward` has the kernel do the pre-pass's work past the first heads by default: at
-    ``PREP_HEAD_DIMS`` from ``PREP_MIN_LEN`` queries (where it was timed faster)."""
-    return head_dim in PREP_HEAD_DIMS and len_q >= PREP_MIN_LEN
+    ``PREP_HEAD_DIMS`` from ``PREP_MIN_LEN`` queries, ``PREP_MIN_LEN_CAUSAL`` with a causal mask (where it was timed
+    faster)."""
+    return head_dim in PREP_HEAD_DIMS and len_q >= (PREP_MIN_LEN_CAUSAL if causal else PREP_MIN_LEN)
 
 
-def prep_ahead(n_heads: int, n_tail: int) -> int:
+def prep_ahead(n_heads: int, n_tail: int, n_kb: int, sms: int) -> int:
     """How many kv heads the pre-pass prepares (and how far ahead each program prepares one, the kernel's ``ahead``):
     ``PREP_AHEAD``, at least the ``n_tail`` heads started in key block order (their programs come after every other
-    head's, so each is prepared by programs that start before any of its own), at most every head."""
-    return min(max(PREP_AHEAD, n_tail), n_heads)
+    head's, so each is prepared by programs that start before any of its own), at least the heads whose ``n_kb``
+    programs a head fill the first wave of ``sms`` programs (a head prepared by programs of the same wave waits for
+    most of their run: forced at L1024, ahead 4 where 16 heads fill the wave made the d128 backward 2.6x slower,
+    kernels/NOTES.md session 22), at most every head."""
+    return min(max(PREP_AHEAD, n_tail, sms // max(n_kb, 1)), n_heads)
 
 
 def tail_heads(n_kb: int, n_heads: int, sms: int, waves: float, causal: bool) -> int:

@@ -306,21 +306,25 @@ def test_gluon_backward_register_operands_gpu(d, causal, gen):
                                   ds_registers=False, kv_registers=True)
 
 
-@pytest.mark.parametrize(("n_heads", "n_tail", "ahead"), [
-    (64, 0, 4),  # no mask: PREP_AHEAD
-    (64, 9, 9),  # the suite's causal shape: every head started in key block order prepared by earlier programs
-    (3, 0, 3),  # few heads: the pre-pass prepares all of them
-    (16, 16, 16),
+@pytest.mark.parametrize(("n_heads", "n_tail", "n_kb", "ahead"), [
+    (64, 0, 32, 4),  # no mask, L4096 on 132 SMs: PREP_AHEAD (4 heads of 32 programs fill the first wave)
+    (64, 9, 32, 9),  # the suite's causal shape: every head started in key block order prepared by earlier programs
+    (3, 0, 32, 3),  # few heads: the pre-pass prepares all of them
+    (16, 16, 32, 16),
+    (256, 0, 8, 16),  # L1024: 16 heads in the first wave, none prepared by programs of its own wave
+    (128, 0, 16, 8),
+    (8, 0, 8, 8),
 ])
-def test_prep_ahead_rule(n_heads, n_tail, ahead, monkeypatch):
+def test_prep_ahead_rule(n_heads, n_tail, n_kb, ahead, monkeypatch):
     monkeypatch.setattr(attention_bwd_ws, "PREP_AHEAD", 4)
-    assert attention_bwd_ws.prep_ahead(n_heads, n_tail) == ahead
+    assert attention_bwd_ws.prep_ahead(n_heads, n_tail, n_kb, 132) == ahead
 
 
-@pytest.mark.parametrize(("d", "len_q", "prep"), [(128, 4096, True), (64, 16384, True), (128, 2048, False),
-                                                   (64, 1, False)])
-def test_prepares_in_kernel_from_the_timed_length(d, len_q, prep):
-    assert attention_bwd_ws.prepares_in_kernel(d, len_q) is prep
+@pytest.mark.parametrize(("d", "len_q", "causal", "prep"), [
+    (128, 4096, False, True), (64, 16384, True, True), (128, 1024, False, True), (64, 2048, False, True),
+    (128, 2048, True, False), (128, 1023, False, False), (64, 1, False, False), (96, 4096, False, False)])
+def test_prepares_in_kernel_from_the_timed_length(d, len_q, causal, prep):
+    assert attention_bwd_ws.prepares_in_kernel(d, len_q, causal) is prep
 
 
 @pytest.mark.gpu
