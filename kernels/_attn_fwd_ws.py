@@ -53,11 +53,12 @@ PACK_P: gl.constexpr = gl.constexpr(True)
 @aggregate
 class Smem:
     """Shared-memory buffers and mbarriers of one program (ready = filled by TMA, empty = released)."""
-    q: gl.shared_memory_descriptor  # [NC, 64, BLOCK_D]: each consumer's Q tile
+    # [NC * Q_BUFS, 64, BLOCK_D]: each consumer's Q tiles (Q_BUFS a consumer, the kernel's argument: :func:`_q_bufs`)
+    q: gl.shared_memory_descriptor
     o: gl.shared_memory_descriptor  # [NC, 64, BLOCK_D]: each consumer's output tile, staged for the TMA store
     k: gl.shared_memory_descriptor  # [STAGES, BLOCK_N, BLOCK_D]
     v: gl.shared_memory_descriptor
-    q_ready: gl.shared_memory_descriptor  # [NC, 1]
+    q_ready: gl.shared_memory_descriptor  # [NC * Q_BUFS, 1]
     q_empty: gl.shared_memory_descriptor
     k_ready: gl.shared_memory_descriptor  # [STAGES, 1]
     v_ready: gl.shared_memory_descriptor
@@ -139,6 +140,12 @@ class Problem:
                 gl.maximum(gl.cdiv(hi, self.BLOCK_N), 1))
 
 
+@gluon.constexpr_function
+def _q_bufs(sm, pb):
+    """Q buffers a consumer (the kernel's ``Q_BUFS``)."""
+    return sm.q.shape[0] // pb.NC
+
+
 @gluon.jit
 def _loader(q_desc, k_desc, v_desc, sm: Smem, pb: Problem, STAGES: gl.constexpr, V_T: gl.constexpr):
     # Rank-4 (batch, head, position, dim) descriptors with [1, 1, rows, BLOCK_D] boxes (K's rank 5 with PERM_K,
@@ -146,16 +153,18 @@ def _loader(q_desc, k_desc, v_desc, sm: Smem, pb: Problem, STAGES: gl.constexpr,
     # viewed as such for the copy.
     BLOCK_D: gl.constexpr = q_desc.block_type.shape[3]
     BLOCK_N: gl.constexpr = pb.BLOCK_N
+    Q_BUFS: gl.constexpr = _q_bufs(sm, pb)
     j = 0  # K/V ring position, continued across work tiles
     it = 0  # work tiles done by this program: the Q buffers' phase
     for u in range(gl.program_id(0), pb.n_items, gl.num_programs(0)):
         for side in range(pb.sides(u)):
             b, h, hk, m0, _, _, n_tiles = pb.tile(u, side)
             for i in gl.static_range(pb.NC):
-                mbarrier.wait(sm.q_empty.index(i), (it & 1) ^ 1)
-                mbarrier.expect(sm.q_ready.index(i), q_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(q_desc, [b, h, m0 + i * ROWS, 0], sm.q_ready.index(i),
-                                                sm.q.index(i).reshape([1, 1, ROWS, BLOCK_D]))
+                qi = i * Q_BUFS + it % Q_BUFS
+                mbarrier.wait(sm.q_empty.index(qi), ((it // Q_BUFS) & 1) ^ 1)
+                mbarrier.expect(sm.q_ready.index(qi), q_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(q_desc, [b, h, m0 + i * ROWS, 0], sm.q_ready.index(qi),
+                                                sm.q.index(qi).reshape([1, 1, ROWS, BLOCK_D]))
             for n in range(n_tiles):
                 s = j % STAGES
                 ph = (j // STAGES) & 1
@@ -334,7 +343,7 @@ def _pv(p_op, v_tile, o, l_i, ones, ROWSUM_MMA: gl.constexpr):
 
 
 @gluon.jit
-def _steps(o, p, m_i, l_i, j0, g0, lo, hi, n_tiles, sm, which: gl.constexpr, s_zero, rows, LK, diag, qk_scale,
+def _steps(o, p, m_i, l_i, j0, g0, lo, hi, n_tiles, sm, which: gl.constexpr, qi, s_zero, rows, LK, diag, qk_scale,
            o_layout: gl.constexpr, p_layout: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
            MASKED: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr, NC: gl.constexpr,
            PINGPONG: gl.constexpr, PERM_K: gl.constexpr, ROWSUM_MMA: gl.constexpr):
@@ -343,7 +352,7 @@ def _steps(o, p, m_i, l_i, j0, g0, lo, hi, n_tiles, sm, which: gl.constexpr, s_z
     for n in range(lo, hi):
         j = j0 + n
         _turn_wait(sm, which, g0 + n, PINGPONG)
-        s_tok = _scores(sm.q.index(which), sm.k, sm.k_ready, j, s_zero, STAGES)
+        s_tok = _scores(sm.q.index(qi), sm.k, sm.k_ready, j, s_zero, STAGES)
         prev = (j - 1) % STAGES
         mbarrier.wait(sm.v_ready.index(prev), ((j - 1) // STAGES) & 1)
         o_tok, l_tok = _pv(_p_operand(p, sm.q.dtype, p_layout, PERM_K), _v_tile(sm.v, prev, V_T), o, l_i,
@@ -355,7 +364,7 @@ def _steps(o, p, m_i, l_i, j0, g0, lo, hi, n_tiles, sm, which: gl.constexpr, s_z
             s = warpgroup_mma_wait(1, deps=(s_tok,))
         mbarrier.arrive(sm.k_empty.index(j % STAGES), count=1)
         if n == n_tiles - 1:
-            mbarrier.arrive(sm.q_empty.index(which), count=1)
+            mbarrier.arrive(sm.q_empty.index(qi), count=1)
         p, alpha, m_i, l_i = _softmax(s, m_i, l_i, rows, n * BLOCK_N, LK, diag, qk_scale, p_layout, BLOCK_N,
                                       MASKED, CAUSAL, sm.q.dtype, PERM_K, ROWSUM_MMA)
         o = warpgroup_mma_wait(0, deps=(o_tok,))
@@ -386,6 +395,7 @@ def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale,
     l_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, 8, MMA_K])
     ROWSUM_MMA: gl.constexpr = pb.ROWSUM_MMA
+    Q_BUFS: gl.constexpr = _q_bufs(sm, pb)
     if ROWSUM_MMA:  # this consumer's B operand of ones for the row sums
         ones_layout: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [4, 1], [1, 0])
         sm.ones.index(which).store(gl.full([8, BLOCK_N], 1.0, gl.float32, ones_layout).to(dtype))
@@ -393,7 +403,6 @@ def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale,
     LQ = pb.LQ
     LK = pb.LK
     diag = LK - LQ
-    q_s = sm.q.index(which)
     o_s = sm.o.index(which)
     s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
     j0 = 0  # K/V ring position of the row block's first key tile
@@ -411,14 +420,16 @@ def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale,
             # P·V preceded by its P·ones, in the same turn); n_tiles + 1 per row block, numbered g0 + n (the ping-pong
             # turns of all consumers follow the same numbering)
             g0 = j0 + it
-            mbarrier.wait(sm.q_ready.index(which), it & 1)
+            qi = which * Q_BUFS + it % Q_BUFS
+            q_s = sm.q.index(qi)
+            mbarrier.wait(sm.q_ready.index(qi), (it // Q_BUFS) & 1)
             _turn_wait(sm, which, g0, PINGPONG)
             s_tok = _scores(q_s, sm.k, sm.k_ready, j0, s_zero, STAGES)
             _turn_pass(sm, which, NC, PINGPONG)
             s = warpgroup_mma_wait(0, deps=(s_tok,))
             mbarrier.arrive(sm.k_empty.index(j0 % STAGES), count=1)
             if n_tiles == 1:  # Q is read by no further score MMA of this row block
-                mbarrier.arrive(sm.q_empty.index(which), count=1)
+                mbarrier.arrive(sm.q_empty.index(qi), count=1)
             if n_full > 0:  # the first key tile needs no mask
                 p, _alpha0, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N, False,
                                           CAUSAL, dtype, pb.PERM_K, ROWSUM_MMA)
@@ -426,10 +437,10 @@ def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale,
                 p, _alpha0, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N, True,
                                           CAUSAL, dtype, pb.PERM_K, ROWSUM_MMA)
             p = _carried_p(p, dtype, pb.PERM_K)
-            o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, 1, n_full, n_tiles, sm, which, s_zero, rows, LK, diag,
-                                    qk_scale, o_layout, p_layout, BLOCK_N, STAGES, False, CAUSAL, V_T, NC, PINGPONG,
-                                    pb.PERM_K, ROWSUM_MMA)
-            o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, gl.maximum(n_full, 1), n_tiles, n_tiles, sm, which,
+            o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, 1, n_full, n_tiles, sm, which, qi, s_zero, rows, LK,
+                                    diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES, False, CAUSAL, V_T, NC,
+                                    PINGPONG, pb.PERM_K, ROWSUM_MMA)
+            o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, gl.maximum(n_full, 1), n_tiles, n_tiles, sm, which, qi,
                                     s_zero, rows, LK, diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES, True,
                                     CAUSAL, V_T, NC, PINGPONG, pb.PERM_K, ROWSUM_MMA)
             last = (j0 + n_tiles - 1) % STAGES
@@ -481,7 +492,7 @@ def _consumer2(o_desc, LSE, sm: Smem, pb: Problem, qk_scale, o_scale, STAGES: gl
 def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_items, qk_scale, o_scale,
                 BLOCK_N: gl.constexpr, STAGES: gl.constexpr, NC: gl.constexpr, CAUSAL: gl.constexpr,
                 CONSUMER_REGS: gl.constexpr, V_T: gl.constexpr, PINGPONG: gl.constexpr, PERM_K: gl.constexpr,
-                ROWSUM_MMA: gl.constexpr = False):
+                ROWSUM_MMA: gl.constexpr = False, Q_BUFS: gl.constexpr = 1):
     """q/k/o_desc: host tensor descriptors over (B, H, L, HEAD_DIM) with [1, 1, rows, BLOCK_D] boxes (64 rows
     for q and o, BLOCK_N for k); v_desc the same as k's, or with ``V_T`` over (B, H, HEAD_DIM, L) with
     [1, 1, BLOCK_D, BLOCK_N] boxes (V stored position-contiguous: required for fp8).  Q/K/V fp16, bf16 or
@@ -489,7 +500,9 @@ def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_items,
     fp16 or fp32) is multiplied by ``o_scale`` (the fp8 V descale; 1.0 otherwise).  LSE (B, HQ, LQ) float32;
     NC consumer warpgroups; ``n_items`` work items over the grid: cdiv(LQ, NC * 64) row blocks per batch·head,
     or cdiv(that, 2) pairs of them when causal.  ``ROWSUM_MMA``: the softmax's row sums by wgmma
-    (``Problem.ROWSUM_MMA``)."""
+    (``Problem.ROWSUM_MMA``).  ``Q_BUFS``: Q buffers a consumer; with two the loader loads the next row block's Q,
+    then its first K/V tiles, while the consumers still work on the current one, instead of waiting for their last
+    score product of it (32 KB more shared memory at BLOCK_D 128)."""
     dtype: gl.constexpr = q_desc.dtype
     BLOCK_D: gl.constexpr = q_desc.block_type.shape[3]
     # to_tensor: Triton passes integer arguments equal to 1 as constants
@@ -505,11 +518,12 @@ def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_items,
     else:
         v_buf = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_D], k_layout)
     bar: gl.constexpr = mbarrier.MBarrierLayout()
-    sm = Smem(gl.allocate_shared_memory(dtype, [NC, ROWS, BLOCK_D], q_layout),
+    sm = Smem(gl.allocate_shared_memory(dtype, [NC * Q_BUFS, ROWS, BLOCK_D], q_layout),
               gl.allocate_shared_memory(o_desc.dtype, [NC, ROWS, BLOCK_D], o_layout),
               gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_D], k_layout),
               v_buf,
-              gl.allocate_shared_memory(gl.int64, [NC, 1], bar), gl.allocate_shared_memory(gl.int64, [NC, 1], bar),
+              gl.allocate_shared_memory(gl.int64, [NC * Q_BUFS, 1], bar),
+              gl.allocate_shared_memory(gl.int64, [NC * Q_BUFS, 1], bar),
               gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar),
               gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar),
               gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar),
@@ -518,9 +532,10 @@ def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_items,
               gl.allocate_shared_memory(dtype, [NC if ROWSUM_MMA else 1, 8, BLOCK_N if ROWSUM_MMA else 32],
                                         gl.NVMMASharedLayout.get_default_for([8, BLOCK_N if ROWSUM_MMA else 32],
                                                                              dtype)))
-    for i in gl.static_range(NC):
+    for i in gl.static_range(NC * Q_BUFS):
         mbarrier.init(sm.q_ready.index(i), count=1)
         mbarrier.init(sm.q_empty.index(i), count=1)
+    for i in gl.static_range(NC):
         mbarrier.init(sm.turn.index(i), count=1)
     for i in gl.static_range(STAGES):
         mbarrier.init(sm.k_ready.index(i), count=1)

@@ -91,6 +91,26 @@ REGISTERS = {2: (240, 168), 3: (160, 128)}
 _broken: list[str] = []  # the compile error, once the kernel failed to build here
 
 
+# Two Q buffers a consumer (the kernel's Q_BUFS: the loader loads the next row block's Q, then its first K/V tiles,
+# while the consumers finish the current one; 32 KB more shared memory, 229,736 of the 232,448 bytes) for 16-bit
+# inputs at padded head dim 128 without a mask on CONFIGS' config, from TWO_Q_BUFFERS_MIN_KEYS keys (kernels/NOTES.md,
+# session 22).  Against one buffer, H100 GPU-c70307dd (call 5): d128 L4096 +1.2 %, L16384 +0.9 %, L512 -0.6 %; causal
+# -2.1 %, L512 causal -3.2 %, d64 -2.8 %, fp8 -2.2 / -3.2 % (full / causal).  H100 GPU-7568208d (call 6, this rule):
+# L1024 / 2048 / 4096 / 8192 / 16384 +0.5 / +0.6 / +0.3 / +1.7 / +0.7 %, d80 L4096 +0.5 %, L512 -0.9 %.  With
+# ROWSUM_MMA's tile of ones the kernel would not fit.
+TWO_Q_BUFFERS: tuple[tuple[int, bool], ...] = ((128, False),)
+TWO_Q_BUFFERS_MIN_KEYS = 1024
+
+
+def q_buffers(block_d: int, causal: bool, fp8: bool, len_k: int, config: Config, rowsum: bool) -> int:
+    """Q buffers a consumer for this launch: 2 for 16-bit inputs where ``TWO_Q_BUFFERS`` lists (BLOCK_D, causal),
+    from ``TWO_Q_BUFFERS_MIN_KEYS`` keys, on ``CONFIGS``' config for it (the one measured), without ROWSUM_MMA;
+    else 1."""
+    two = ((block_d, causal) in TWO_Q_BUFFERS and not fp8 and not rowsum and len_k >= TWO_Q_BUFFERS_MIN_KEYS
+           and config == CONFIGS[(block_d, causal)])
+    return 2 if two else 1
+
+
 def rowsum_mma(fp8: bool, consumers: int) -> bool:
     """Whether the kernel takes the softmax's row sums from the tensor cores (its ``ROWSUM_MMA``: P times a tile of
     ones beside the P·V product, instead of 62 FADDs a thread and step): for 16-bit inputs on three consumers (the
@@ -102,7 +122,9 @@ def rowsum_mma(fp8: bool, consumers: int) -> bool:
     more than 1e-2 (call 4), although fp8 ran 3-6 % faster.  Nor for an fp8 caller that takes no lse (session 21,
     call 4): the fp8 wgmma accumulates with less than fp32 precision, so a row sum carried across every key tile loses
     its late terms as it grows; the output, normalised by it, missed the fp64 reference by 6.2e-2 at 4096 keys and
-    3.2e-1 at 16384 (the FADD sums: 2.6e-2 / 2.7e-2)."""
+    3.2e-1 at 16384 (the FADD sums: 2.6e-2 / 2.7e-2).  Nor summed one key tile at a time into a zeroed accumulator
+    and added in fp32 (session 22, call 1): the output then matched the FADDs' (2.6e-2), 0-2.4 % faster at d128
+    (5 % at d64), but the lse stayed 0.7-1.8e-2 off the fp64 reference (the FADDs': 1e-4 to 6e-4)."""
     return not fp8 and consumers >= 3
 
 
@@ -257,11 +279,14 @@ def forward(q, k, v, out, lse, dims: AttnDims, layout: str, causal: bool, qk_sca
              descriptor(out, layout, b, dims.heads_q, dims.len_q, d, ROWS))
     n_items = work_items(dims, causal, consumers)
     grid = (min(n_items, sm_count(q.device, 1)) if persistent else n_items,)
+    rowsum = rowsum_mma(fp8, consumers)
+    q_bufs = q_buffers(padded_dim(d), causal, fp8, dims.len_k, (block_n, stages, consumers, persistent, pingpong),
+                       rowsum)
     try:
         attn_fwd_ws[grid](*descs, lse, dims.heads_q, dims.group, dims.len_q, dims.len_k, n_items, qk_scale,
                           float(o_scale), BLOCK_N=block_n, STAGES=stages, NC=consumers, CAUSAL=bool(causal),
                           CONSUMER_REGS=regs, V_T=fp8, PINGPONG=bool(pingpong), PERM_K=k_desc is not None,
-                          ROWSUM_MMA=rowsum_mma(fp8, consumers), num_warps=4, maxnreg=maxnreg)
+                          ROWSUM_MMA=rowsum, Q_BUFS=q_bufs, num_warps=4, maxnreg=maxnreg)
     except GLUON_BUILD_ERRORS as exc:  # compile, ptxas or resource errors: not a launch failure
         gluon_build_failed(exc, _broken, "warp-specialised Gluon attention forward", "the Triton kernel")
         return False

@@ -405,9 +405,25 @@ def _gluon_forward_check(d, config, causal, gen, shapes=((2, 8, 2, 1000, 1537, "
 def test_row_sums_by_wgmma_only_for_16_bit_inputs():
     """fp8 P is rounded to e4m3 for the P·V product and fp8 wgmma accumulates with less than fp32 precision: row
     sums by wgmma put the lse off the reference's by more than its 1e-2 (H100, session 16) and the output off by
-    up to 3.2e-1 at 16384 keys (session 21), so fp8 keeps the FADD sums on any consumer count."""
+    up to 3.2e-1 at 16384 keys (session 21); summed a key tile at a time into fp32 the output was right but the lse
+    still 0.7-1.8e-2 off (session 22), so fp8 keeps the FADD sums on any consumer count."""
     assert not any(attention_ws.rowsum_mma(True, consumers) for consumers in (2, 3))
     assert attention_ws.rowsum_mma(False, 3) and not attention_ws.rowsum_mma(False, 2)
+
+
+@pytest.mark.parametrize(("block_d", "causal", "fp8", "len_k", "config", "rowsum", "bufs"), [
+    (128, False, False, 4096, None, False, 2),  # the measured case: CONFIGS' config, 16-bit, from 1024 keys
+    (128, False, False, 1024, None, False, 2),
+    (128, False, False, 512, None, False, 1),  # L512 lost 0.6-0.9 %
+    (128, True, False, 4096, None, False, 1),  # causal lost 2.1 %
+    (128, False, True, 4096, None, False, 1),  # fp8 lost 2.2 %
+    (64, False, False, 4096, None, False, 1),  # d64 lost 2.8 %
+    (128, False, False, 4096, None, True, 1),  # ROWSUM_MMA's tile of ones would not fit beside the second buffers
+    (128, False, False, 4096, (64, 3, 2, True, False), False, 1),  # another config: not measured, may not fit
+])
+def test_two_q_buffers_only_where_measured_faster(block_d, causal, fp8, len_k, config, rowsum, bufs):
+    config = config or attention_ws.CONFIGS[(block_d, causal)]
+    assert attention_ws.q_buffers(block_d, causal, fp8, len_k, config, rowsum) == bufs
 
 
 @pytest.mark.gpu
