@@ -532,10 +532,10 @@ def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_items,
               gl.allocate_shared_memory(dtype, [NC if ROWSUM_MMA else 1, 8, BLOCK_N if ROWSUM_MMA else 32],
                                         gl.NVMMASharedLayout.get_default_for([8, BLOCK_N if ROWSUM_MMA else 32],
                                                                              dtype)))
-    for i in gl.static_range(NC * Q_BUFS):
-        mbarrier.init(sm.q_ready.index(i), count=1)
-        mbarrier.init(sm.q_empty.index(i), count=1)
-    for i in gl.static_range(NC):
+    for i in gl.static_range(NC):  # in this order Q_BUFS 1 builds the SASS of the kernel before Q_BUFS existed
+        for t in gl.static_range(Q_BUFS):
+            mbarrier.init(sm.q_ready.index(i * Q_BUFS + t), count=1)
+            mbarrier.init(sm.q_empty.index(i * Q_BUFS + t), count=1)
         mbarrier.init(sm.turn.index(i), count=1)
     for i in gl.static_range(STAGES):
         mbarrier.init(sm.k_ready.index(i), count=1)

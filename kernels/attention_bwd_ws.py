@@ -196,9 +196,10 @@ def prep_ahead(n_heads: int, n_tail: int, n_kb: int, sms: int) -> int:
     """How many kv heads the pre-pass prepares (and how far ahead each program prepares one, the kernel's ``ahead``):
     ``PREP_AHEAD``, at least the ``n_tail`` heads started in key block order (their programs come after every other
     head's, so each is prepared by programs that start before any of its own), at least the heads whose ``n_kb``
-    programs a head fill the first wave of ``sms`` programs (a head prepared by programs of the same wave waits for
-    most of their run: forced at L1024, ahead 4 where 16 heads fill the wave made the d128 backward 2.6x slower,
-    kernels/NOTES.md session 22), at most every head."""
+    programs a head wholly fill the first wave of ``sms`` programs (a head prepared by programs of the same wave waits
+    for most of their run: forced at L1024, ahead 4 where 16 heads fill the wave made the d128 backward 2.6x slower,
+    kernels/NOTES.md session 22; rounded down, as measured: the programs of a head that only partly fits the wave, 4
+    of 132 at 8, 16 or 32 key blocks, may still wait), at most every head."""
     return min(max(PREP_AHEAD, n_tail, sms // max(n_kb, 1)), n_heads)
 
 

@@ -34,6 +34,9 @@
 # call6: two Q buffers as shipped (attention_ws.q_buffers: 16-bit d128 without a mask, CONFIGS' config): "auto"
 #        against one buffer (q_buffers forced to 1) at L512-16384 and d80 (padded to 128), beside SDPA cuDNN, best of 3
 #        rounds; then the attention GPU tests.  Before TWO_Q_BUFFERS_MIN_KEYS: L512 ran two buffers too.
+# call7: after the review: the forward's barriers set up consumer by consumer (one Q buffer: the SASS before Q_BUFS) and
+#        a new GPU test (two Q buffers against one, bitwise, several row blocks a persistent program): the Gluon
+#        forward GPU tests.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -353,6 +356,10 @@ case $CALL in
     timeout 200 python3 /tmp/s22/ab_qb_shipped.py 3 2>&1 | tee "${LOG}_ab_qb_shipped.log"
     timeout 170 python3 -m pytest tests/kernels/test_attention.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
       | tail -6 | tee "${LOG}_gpu_tests_fwd.log"
+    ;;
+  call7)
+    timeout 200 python3 -m pytest tests/kernels/test_attention.py -m gpu -q -p no:cacheprovider -n 8 \
+      -k "two_q or gluon_forward or fp8" 2>&1 | tail -6 | tee "${LOG}_gpu_tests_fwd.log"
     ;;
   *) echo "unknown call $CALL"; exit 2 ;;
 esac

@@ -419,11 +419,38 @@ def test_row_sums_by_wgmma_only_for_16_bit_inputs():
     (128, False, True, 4096, None, False, 1),  # fp8 lost 2.2 %
     (64, False, False, 4096, None, False, 1),  # d64 lost 2.8 %
     (128, False, False, 4096, None, True, 1),  # ROWSUM_MMA's tile of ones would not fit beside the second buffers
-    (128, False, False, 4096, (64, 3, 2, True, False), False, 1),  # another config: not measured, may not fit
+    (128, False, False, 4096, (64, 3, 2, True, False), False, 1),  # another config: not measured
 ])
 def test_two_q_buffers_only_where_measured_faster(block_d, causal, fp8, len_k, config, rowsum, bufs):
     config = config or attention_ws.CONFIGS[(block_d, causal)]
     assert attention_ws.q_buffers(block_d, causal, fp8, len_k, config, rowsum) == bufs
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("d", "causal", "config", "shape"), [
+    (128, False, None, (4, 16, 4, 2000, 2100, "bhld")),  # the shipped case: ~8 row blocks a persistent program
+    (96, False, None, (2, 16, 16, 2048, 1500, "blhd")),  # padded to 128, ragged key tail
+    (128, True, (64, 3, 2, True, False), (4, 16, 4, 1000, 1000, "bhld")),  # causal pairs on a persistent grid
+])
+def test_gluon_forward_two_q_buffers_bitwise_gpu(d, causal, config, shape, gen, monkeypatch):
+    """Two Q buffers a consumer (the next row block's Q loaded while the current one is computed) give the outputs
+    of one, bitwise, at shapes where each persistent program runs several row blocks (both buffers in turn, their
+    barriers through several phases), and match the fp32 reference."""
+    _needs_gluon()
+    b, hq, hk, lq, lk, layout = shape
+    q = _rand(_shape(b, hq, lq, d, layout), torch.bfloat16, "cuda", gen)
+    k, v = (_rand(_shape(b, hk, lk, d, layout), torch.bfloat16, "cuda", gen) for _ in range(2))
+    dims = check_dims(q, k, v, layout, HEAD_DIMS)
+    runs = []
+    for bufs in (1, 2):
+        monkeypatch.setattr(attention_ws, "q_buffers", lambda *a, n=bufs: n)
+        out, lse = _nan(q.shape, torch.bfloat16, "cuda"), _nan((b, hq, lq), torch.float32, "cuda")
+        assert attention_ws.forward(q, k, v, out, lse, dims, layout, causal, d ** -0.5 * LOG2E, config)
+        runs.append((out, lse))
+    tag = f"seed={gen.initial_seed()} d={d} {config} causal={causal} {shape}"
+    assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1]), tag
+    ref, ref_lse = attention_fp32(q, k, v, causal, None, layout)
+    _assert_forward(runs[1][0], runs[1][1], ref, ref_lse, torch.bfloat16, tag)
 
 
 @pytest.mark.gpu

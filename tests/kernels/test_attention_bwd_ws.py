@@ -311,7 +311,7 @@ def test_gluon_backward_register_operands_gpu(d, causal, gen):
     (64, 9, 32, 9),  # the suite's causal shape: every head started in key block order prepared by earlier programs
     (3, 0, 32, 3),  # few heads: the pre-pass prepares all of them
     (16, 16, 32, 16),
-    (256, 0, 8, 16),  # L1024: 16 heads in the first wave, none prepared by programs of its own wave
+    (256, 0, 8, 16),  # L1024: 16 whole heads in the first wave (and 4 programs of a 17th)
     (128, 0, 16, 8),
     (8, 0, 8, 8),
 ])
