@@ -54,10 +54,17 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.language.core import _aggregate as aggregate
 
-from kernels._attn_bwd_ws_prep import Prep, _prep_chunk, _prep_chunks, _prep_release, _proxy_fence, _wait_prepared
+from kernels._attn_bwd_ws_prep import (  # VEC: a row block's lse / delta, compact
+    VEC,
+    Prep,
+    _prep_chunk,
+    _prep_chunks,
+    _prep_release,
+    _proxy_fence,
+    _wait_prepared,
+)
 
 ROWS: gl.constexpr = gl.constexpr(64)  # query rows per step; also keys per consumer warpgroup
-VEC: gl.constexpr = gl.constexpr(gl.BlockedLayout([1], [32], [4], [0]))  # a row block's lse / delta, compact
 
 
 @builtin

@@ -7,7 +7,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.language.core import _aggregate as aggregate
 
-VEC: gl.constexpr = gl.constexpr(gl.BlockedLayout([1], [32], [4], [0]))
+VEC: gl.constexpr = gl.constexpr(gl.BlockedLayout([1], [32], [4], [0]))  # one value a thread (the backward's too)
 
 
 @aggregate
@@ -40,16 +40,22 @@ class Prep:
 
 
 @gluon.jit
+def _prep_target(pr: Prep, pb):
+    """(the kv head this program prepares, ``ahead`` after its own; whether there is one: below the kv head count)."""
+    tgt = pb.b * pb.HKV + pb.hk + pr.ahead
+    return tgt, tgt < gl.num_programs(0) // pr.n_kb
+
+
+@gluon.jit
 def _prep_slice(pr: Prep, pb, R: gl.constexpr):
     """(kv head prepared by this program, or -1 past the last, its first query row, the slice's end, row chunks a
     query head): the slice is this key block's share of the head's rows."""
-    n_bhk = gl.num_programs(0) // pr.n_kb
-    tgt = pb.b * pb.HKV + pb.hk + pr.ahead
+    tgt, valid = _prep_target(pr, pb)
     per = gl.cdiv(gl.cdiv(pb.LQ, pr.n_kb), R) * R
     r_lo = pr.kb * per
     r_hi = gl.minimum(r_lo + per, pb.LQ)
     n_r = gl.cdiv(gl.maximum(r_hi - r_lo, 0), R)
-    return gl.where(tgt < n_bhk, tgt, -1), r_lo, r_hi, n_r
+    return gl.where(valid, tgt, -1), r_lo, r_hi, n_r
 
 
 @gluon.jit
@@ -88,9 +94,9 @@ def _prep_chunks(pr: Prep, pb, HEAD_DIM: gl.constexpr):
 @gluon.jit
 def _prep_release(pr: Prep, pb):
     """Each loader thread's release-add on the prepared head's count (its stores before it): n_kb x 128 in all."""
-    tgt = pb.b * pb.HKV + pb.hk + pr.ahead
-    if tgt < gl.num_programs(0) // pr.n_kb:
-        one = gl.full([128], 1, gl.int32, gl.BlockedLayout([1], [32], [4], [0]))
+    tgt, valid = _prep_target(pr, pb)
+    if valid:
+        one = gl.full([128], 1, gl.int32, VEC)
         gl.atomic_add(pr.SYNC + 1 + tgt + one * 0, one, sem="release", scope="gpu")
 
 
