@@ -81,9 +81,13 @@ SHORT_QUERY_MAX_LEN = 2048  # measured at 1024 (two consumers faster or equal) a
 # the diagonal blocks' work and keep more items in flight (H100, session 8: d128 L512 0.130 / 0.129 ms against
 # 0.136 / 0.139 with 128-key tiles, calls 1-2; 6 % slower at L4096, so long sequences keep CONFIGS), and a
 # persistent grid gains 3-5 % over one program per item there (call 7: 0.1217 against 0.1280 ms at 3 stages,
-# 0.1213 / 0.1274 at 4, 0.1244 / 0.1282 at 2).
-SHORT_CAUSAL_CONFIGS: dict[int, Config] = {128: (64, 3, 2, True, False)}
-SHORT_CAUSAL_MAX_LEN = 2048  # measured at 512 (64-key tiles faster) and 4096 (slower) only
+# 0.1213 / 0.1274 at 4, 0.1244 / 0.1282 at 2).  Padded head dim 64 takes the same config (session 23: d64 causal
+# B32 L512 / B16 L1024 on H100 GPU-fda9aff3 0.0873 / 0.1255 ms against the Triton kernel's 0.0893 / 0.1307, on
+# GPU-83418717 0.0854 / 0.1251 against 0.0894 / 0.1337, on an H200 0.0858 / 0.1253 against 0.0889 / 0.1322 (CONFIGS'
+# there 0.113-0.116 / 0.143-0.144); at L2048 CONFIGS' stays faster (H100: 0.206 against 0.224 ms); padded head
+# dims <= 32 keep the Triton kernel (d32 L512 0.059 against 0.073).
+SHORT_CAUSAL_CONFIGS: dict[int, Config] = {128: (64, 3, 2, True, False), 64: (64, 3, 2, True, False)}
+SHORT_CAUSAL_MAX_LEN = 2048  # d128 measured at 512 (64-key tiles faster) and 4096 (slower); d64 at 512-2048
 FP8_MIN_HEAD_DIM = 64  # fp8 wgmma reads 32-byte K steps; smaller head dims keep the Triton kernel
 # consumers -> (registers per consumer thread after setmaxnreg, launch-time maxnreg): 4 + 4 * consumers warps
 # share the 64K register file; the loader warpgroup keeps 24 per thread.
@@ -129,10 +133,11 @@ def rowsum_mma(fp8: bool, consumers: int) -> bool:
 
 
 # Where "auto" prefers the Gluon kernel (given eligible()), from the H100 measurements (kernels/NOTES.md
-# sessions 6 and 7): every padded head dim it runs, except causal at head dims <= 64 with short keys, where
-# the Triton kernel was faster (call 2: L512 0.089 against 0.113 ms; L4096 0.394 against 0.350 ms, Gluon ahead).
+# sessions 6 and 7): every padded head dim it runs, except causal at head dims <= 32 with short keys, where
+# the Triton kernel was faster (call 2, d64: L512 0.089 against 0.113 ms; L4096 0.394 against 0.350 ms, Gluon ahead);
+# d64 causal over short keys since session 23 on SHORT_CAUSAL_CONFIGS' 64-key tiles.
 PREFER_BLOCK_D = (16, 32, 64, 128)
-PREFER_CAUSAL_MIN_BLOCK_D = 128
+PREFER_CAUSAL_MIN_BLOCK_D = 64
 PREFER_CAUSAL_SMALL_D_MIN_LEN = 2048  # measured at 512 (Triton faster) and 4096 (Gluon faster) only
 
 
@@ -168,24 +173,25 @@ def eligible_fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.T
 # threshold being the 16-bit rule's (PREFER_CAUSAL_SMALL_D_MIN_LEN; fp8 measured at 1024 and 2048 keys).  Padded
 # head dim 64 includes 33-63, which eligible_fp8 refuses below 64.
 PREFER_FP8_BLOCK_D = (64, 128)
+PREFER_FP8_CAUSAL_MIN_BLOCK_D = 128
 
 
-def _measured_faster(dims: AttnDims, causal: bool, block_ds: tuple[int, ...]) -> bool:
+def _measured_faster(dims: AttnDims, causal: bool, block_ds: tuple[int, ...], causal_min_block_d: int) -> bool:
     """The routing rule both dtypes share: a padded head dim in ``block_ds``, and with a causal mask below
-    ``PREFER_CAUSAL_MIN_BLOCK_D`` only from ``PREFER_CAUSAL_SMALL_D_MIN_LEN`` keys."""
+    ``causal_min_block_d`` only from ``PREFER_CAUSAL_SMALL_D_MIN_LEN`` keys."""
     block_d = padded_dim(dims.head_dim)
-    return block_d in block_ds and (not causal or block_d >= PREFER_CAUSAL_MIN_BLOCK_D
+    return block_d in block_ds and (not causal or block_d >= causal_min_block_d
                                     or dims.len_k >= PREFER_CAUSAL_SMALL_D_MIN_LEN)
 
 
 def preferred_fp8(dims: AttnDims, causal: bool) -> bool:
     """True where fp8 "auto" should take the Gluon kernel (given :func:`eligible_fp8`): where it measured faster."""
-    return _measured_faster(dims, causal, PREFER_FP8_BLOCK_D)
+    return _measured_faster(dims, causal, PREFER_FP8_BLOCK_D, PREFER_FP8_CAUSAL_MIN_BLOCK_D)
 
 
 def preferred(dims: AttnDims, causal: bool) -> bool:
     """True where "auto" should take the Gluon kernel (given :func:`eligible`): where it measured faster."""
-    return _measured_faster(dims, causal, PREFER_BLOCK_D)
+    return _measured_faster(dims, causal, PREFER_BLOCK_D, PREFER_CAUSAL_MIN_BLOCK_D)
 
 
 @functools.cache

@@ -239,11 +239,13 @@ def test_impl_choice_is_checked(device, gen):
 
 
 @pytest.mark.parametrize(("d", "seq", "causal", "gluon"), [
-    (128, 512, True, True), (128, 4096, False, True), (64, 512, False, True), (64, 512, True, False),
-    (64, 4096, True, True), (40, 1024, True, False), (192, 4096, False, False)])
+    (128, 512, True, True), (128, 4096, False, True), (64, 512, False, True), (64, 512, True, True),
+    (40, 1024, True, True), (64, 4096, True, True), (32, 1024, True, False), (24, 2047, True, False),
+    (32, 2048, True, True), (192, 4096, False, False)])
 def test_auto_prefers_the_kernel_measured_faster(d, seq, causal, gluon):
-    """"auto"'s routing rule (kernels/NOTES.md): Gluon at head dims <= 128, except causal at head dims <= 64
-    with short keys (Triton measured faster there); head dims above 128 are not Gluon's."""
+    """"auto"'s routing rule (kernels/NOTES.md): Gluon at head dims <= 128, except causal at head dims <= 32
+    with short keys (Triton measured faster there; padded head dim 64 runs short causal attention on 64-key tiles
+    since session 23); head dims above 128 are not Gluon's."""
     q = torch.empty(1, 1, seq, d, dtype=torch.bfloat16)
     assert attention_ws.preferred(check_dims(q, q, q, "bhld", HEAD_DIMS), causal) is gluon
 
@@ -259,14 +261,15 @@ def test_fp8_auto_prefers_the_kernel_measured_faster(d, seq, causal, gluon):
 
 @pytest.mark.parametrize(("d", "seq", "causal", "fp8", "block_n", "consumers"), [
     (128, 512, True, False, 64, 2), (128, 2047, True, False, 64, 2), (128, 2048, True, False, 128, 2),
-    (128, 512, False, False, 128, 2), (96, 512, True, False, 64, 2), (64, 512, True, False, 128, 2),
+    (128, 512, False, False, 128, 2), (96, 512, True, False, 64, 2), (64, 512, True, False, 64, 2),
+    (64, 2047, True, False, 64, 2), (64, 2048, True, False, 128, 2), (32, 512, True, False, 128, 2),
     (128, 512, True, True, 128, 2), (64, 1024, False, False, 128, 2), (64, 1024, False, True, 128, 2),
     (64, 2048, False, True, 128, 3), (64, 2048, False, False, 128, 3), (64, 4096, True, True, 128, 2),
     (48, 4096, False, False, 128, 3)])
 def test_gluon_default_config_by_length(d, seq, causal, fp8, block_n, consumers):
-    """16-bit causal attention over few keys takes 64-key tiles at padded head dim 128 (measured faster at 512
-    keys, slower at 4096); head dim 64 without a mask takes three consumers from 2048 queries; everything else
-    keeps the per-(head dim, mask) tables."""
+    """16-bit causal attention over few keys takes 64-key tiles at padded head dims 64 and 128 (measured faster at
+    512 keys, slower at 4096 at d128 and 2048 at d64); head dim 64 without a mask takes three consumers from 2048
+    queries; everything else keeps the per-(head dim, mask) tables."""
     q = torch.empty(1, 1, seq, d, dtype=torch.bfloat16)
     config = attention_ws.default_config(check_dims(q, q, q, "bhld", HEAD_DIMS), causal, fp8)
     assert (config[0], config[2]) == (block_n, consumers)
