@@ -20,7 +20,9 @@ program), with partitions sharing one K/V ring in shared memory:
 exp2 with ``sm_scale * log2(e)`` folded into one multiply; keys beyond LK (zero-filled by TMA, or with ``PERM_K``
 the next head's rows) and the
 causal diagonal are masked only in the tiles that need it (a first tile with no full key tile before it
-is run masked, which also covers row blocks that see no key: zero output, ``lse = +inf``).  Head dims that
+is run masked, which also covers row blocks that see no key: zero output, ``lse = +inf``); on key tiles narrower than
+the row block (causal, no ping-pong) each consumer counts its tiles from its own rows (:func:`_own_tiles`): it skips
+the last tiles wholly past its diagonal and runs fewer through the masked softmax.  Head dims that
 are not a power of two run padded: descriptors of width HEAD_DIM with [rows, BLOCK_D] boxes (the copy
 engine zero-fills the rest) and a clipped TMA store of the output, staged in its own buffer per consumer.
 fp8: Q, K, V and P in e4m3 (wgmma k = 32; P carried between steps four values to a register, ``PACK_P``), V read
@@ -376,6 +378,49 @@ def _steps(o, p, m_i, l_i, j0, g0, lo, hi, n_tiles, sm, which: gl.constexpr, qi,
     return o, p, m_i, l_i
 
 
+@gluon.constexpr_function
+def _skips(pb, pingpong):
+    """Whether consumers skip the key tiles wholly past their rows' diagonal (:func:`_own_tiles`): with a causal mask,
+    key tiles narrower than the row block, and no ping-pong turns (which every consumer takes for every tile)."""
+    return bool(pb.CAUSAL) and not bool(pingpong) and pb.BLOCK_N < pb.NC * ROWS
+
+
+@gluon.constexpr_function
+def _own_full(pb, pingpong):
+    """Whether each consumer counts its unmasked key tiles from its own first row (:func:`_own_tiles`)."""
+    return _skips(pb, pingpong)
+
+
+@gluon.jit
+def _own_tiles(pb: Problem, r0, n_full, n_tiles, PINGPONG: gl.constexpr):
+    """(unmasked key tiles, key tiles) of this consumer's 64 rows (from r0), else the row block's ``n_full`` and
+    ``n_tiles``.  Where :func:`_skips`, the row block's last tiles may lie wholly past the diagonal of the first
+    consumers' rows, and those are skipped (their P would be all zeros, so the result is bitwise the same), and the
+    later consumers' rows need no mask on some tiles the row block's first rows do (fewer tiles through the masked
+    softmax)."""
+    if _skips(pb, PINGPONG):
+        diag = pb.LK - pb.LQ
+        hi = gl.maximum(gl.minimum(r0 + ROWS + diag, pb.LK), 0)
+        n_own = gl.minimum(gl.maximum(gl.cdiv(hi, pb.BLOCK_N), 1), n_tiles)
+        if _own_full(pb, PINGPONG):  # tile() counts them from the row block's first row, m0 (the same formula)
+            n_full = gl.minimum(gl.minimum(gl.maximum(r0 + diag + 1, 0) // pb.BLOCK_N, pb.LK // pb.BLOCK_N), n_own)
+        return n_full, n_own
+    else:
+        return n_full, n_tiles
+
+
+@gluon.jit
+def _release_skipped(sm: Smem, j0, n_own, n_tiles, STAGES: gl.constexpr):
+    """Release the ring slots of the tiles :func:`_own_tiles` skipped, each once it has landed (so that an early
+    release can never count towards the slot's previous use, which another consumer may still be reading)."""
+    for n in range(n_own, n_tiles):
+        j = j0 + n
+        mbarrier.wait(sm.k_ready.index(j % STAGES), (j // STAGES) & 1)
+        mbarrier.arrive(sm.k_empty.index(j % STAGES), count=1)
+        mbarrier.wait(sm.v_ready.index(j % STAGES), (j // STAGES) & 1)
+        mbarrier.arrive(sm.v_empty.index(j % STAGES), count=1)
+
+
 @gluon.jit
 def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale, o_scale, STAGES: gl.constexpr,
               V_T: gl.constexpr, PINGPONG: gl.constexpr):
@@ -411,6 +456,7 @@ def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale,
         for side in range(pb.sides(u)):
             b, h, _, m0, bh, n_full, n_tiles = pb.tile(u, side)
             r0 = m0 + which * ROWS
+            n_full, n_own = _own_tiles(pb, r0, n_full, n_tiles, PINGPONG)
             rows = r0 + gl.arange(0, ROWS, layout=row_layout)
             o = gl.zeros([ROWS, BLOCK_D], gl.float32, o_layout)
             m_i = gl.full([ROWS], float("-inf"), gl.float32, row_layout)
@@ -428,7 +474,7 @@ def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale,
             _turn_pass(sm, which, NC, PINGPONG)
             s = warpgroup_mma_wait(0, deps=(s_tok,))
             mbarrier.arrive(sm.k_empty.index(j0 % STAGES), count=1)
-            if n_tiles == 1:  # Q is read by no further score MMA of this row block
+            if n_own == 1:  # Q is read by no further score MMA of this row block
                 mbarrier.arrive(sm.q_empty.index(qi), count=1)
             if n_full > 0:  # the first key tile needs no mask
                 p, _alpha0, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N, False,
@@ -437,14 +483,14 @@ def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale,
                 p, _alpha0, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N, True,
                                           CAUSAL, dtype, pb.PERM_K, ROWSUM_MMA)
             p = _carried_p(p, dtype, pb.PERM_K)
-            o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, 1, n_full, n_tiles, sm, which, qi, s_zero, rows, LK,
+            o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, 1, n_full, n_own, sm, which, qi, s_zero, rows, LK,
                                     diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES, False, CAUSAL, V_T, NC,
                                     PINGPONG, pb.PERM_K, ROWSUM_MMA)
-            o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, gl.maximum(n_full, 1), n_tiles, n_tiles, sm, which, qi,
+            o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, gl.maximum(n_full, 1), n_own, n_own, sm, which, qi,
                                     s_zero, rows, LK, diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES, True,
                                     CAUSAL, V_T, NC, PINGPONG, pb.PERM_K, ROWSUM_MMA)
-            last = (j0 + n_tiles - 1) % STAGES
-            mbarrier.wait(sm.v_ready.index(last), ((j0 + n_tiles - 1) // STAGES) & 1)
+            last = (j0 + n_own - 1) % STAGES
+            mbarrier.wait(sm.v_ready.index(last), ((j0 + n_own - 1) // STAGES) & 1)
             _turn_wait(sm, which, g0 + n_tiles, PINGPONG)
             o_tok, l_tok = _pv(_p_operand(p, dtype, p_layout, pb.PERM_K), _v_tile(sm.v, last, V_T), o, l_i,
                                sm.ones.index(which), ROWSUM_MMA)
@@ -455,6 +501,8 @@ def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale,
             else:
                 o = warpgroup_mma_wait(0, deps=(o_tok,))
             mbarrier.arrive(sm.v_empty.index(last), count=1)
+            if _skips(pb, PINGPONG):
+                _release_skipped(sm, j0, n_own, n_tiles, STAGES)
 
             empty = l_i == 0.0
             l_safe = gl.where(empty, 1.0, l_i)

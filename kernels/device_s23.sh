@@ -25,6 +25,10 @@
 #        (_attn_fwd_ws._own_tiles: the first consumer's last tile, all of its P zeros), releasing their ring slots
 #        once landed: the tree against a module copy without it (_skips returning False, sed), outputs bitwise, a
 #        graph-timed A/B beside SDPA cuDNN (best of 3 rounds); then the attention GPU tests.
+# call8: call 7's skip plus each consumer counting its unmasked key tiles from its own first row (_own_full: the later
+#        consumer's rows run one tile fewer through the masked softmax on 64-key tiles): three module variants, old
+#        (_skips False), skip only (_own_full False; not the very SASS of call 7's build, offline: same count), and
+#        the tree, outputs bitwise, A/B beside SDPA cuDNN, best of 4 rounds; then the attention GPU tests.
 # call2: attention at short lengths beyond the suite's (the issue asks >= 0.9x cuDNN at L512; the suite times L512 at
 #        d128 only): the forward at d64 L512 / L1024, full and causal, "auto" (the Triton kernel where the Gluon
 #        one is not preferred), Triton, the Gluon kernel on its default config and on others (64-key tiles,
@@ -109,16 +113,29 @@ from kernels import _attn_fwd_ws_s23old as old, attention, attention_ws, tune_ca
 from kernels import reference as ref
 
 ROUNDS = int(sys.argv[1])
-for b, seq, d in [(32, 512, 128), (16, 1024, 128), (32, 512, 64), (16, 1024, 64), (4, 4096, 128)]:
+SHAPES = [(32, 512, 128), (16, 1024, 128), (32, 512, 64), (16, 1024, 64), (4, 4096, 128)]
+if sys.argv[2:] == ["call8"]:
+    from kernels import _attn_fwd_ws_s23skip as skip_only
+    SHAPES = SHAPES[:4] + [(8, 2048, 64)]
+
+
+def with_kernel(kernel, fn):
+    def run():
+        with mock.patch.object(attention_ws, "attn_fwd_ws", kernel):
+            return fn()
+    return run
+
+
+for b, seq, d in SHAPES:
     q, k, v = (tune_cases.randn((b, 16, seq, d), torch.bfloat16, i) for i in range(3))
     run = partial(attention.attention_forward, q, k, v, True)
-
-    def run_old():
-        with mock.patch.object(attention_ws, "attn_fwd_ws", old.attn_fwd_ws):
-            return run()
-    fns = {"old": run_old, "skip": run}
-    (o1, l1), (o2, l2) = fns["old"](), fns["skip"]()
-    print(f"  skip vs old out bitwise {torch.equal(o1, o2)}, lse bitwise {torch.equal(l1, l2)}", flush=True)
+    fns = {"old": with_kernel(old.attn_fwd_ws, run), "skip": run}
+    if sys.argv[2:] == ["call8"]:
+        fns = {"old": fns["old"], "skip": with_kernel(skip_only.attn_fwd_ws, run), "skip+own": run}
+    o1, l1 = fns["old"]()
+    for name in list(fns)[1:]:
+        o2, l2 = fns[name]()
+        print(f"  {name} vs old out bitwise {torch.equal(o1, o2)}, lse bitwise {torch.equal(l1, l2)}", flush=True)
     del o1, o2, l1, l2
     fns["cudnn"] = partial(ref.sdpa, q, k, v, True, "cudnn")
     flops = tune_cases.flops_bytes(tune_cases.Variant("fwd", (b, 16, seq, d, True)))[0]
@@ -252,6 +269,15 @@ case $CALL in
       kernels/_attn_fwd_ws.py > kernels/_attn_fwd_ws_s23old.py
     grep -c 'return False' kernels/_attn_fwd_ws_s23old.py
     timeout 200 python3 /tmp/s23/ab_skip.py 3 2>&1 | tee "${LOG}_ab_skip.log"
+    timeout 200 python3 -m pytest tests/kernels/test_attention.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
+      | tail -6 | tee "${LOG}_gpu_tests_fwd.log"
+    ;;
+  call8)
+    sed 's/return bool(pb.CAUSAL) and not bool(pingpong) and pb.BLOCK_N < pb.NC \* ROWS/return False/' \
+      kernels/_attn_fwd_ws.py > kernels/_attn_fwd_ws_s23old.py
+    sed 's/^    return _skips(pb, pingpong)$/    return False/' kernels/_attn_fwd_ws.py > kernels/_attn_fwd_ws_s23skip.py
+    grep -c 'return False' kernels/_attn_fwd_ws_s23old.py kernels/_attn_fwd_ws_s23skip.py
+    timeout 240 python3 /tmp/s23/ab_skip.py 4 call8 2>&1 | tee "${LOG}_ab_skip.log"
     timeout 200 python3 -m pytest tests/kernels/test_attention.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
       | tail -6 | tee "${LOG}_gpu_tests_fwd.log"
     ;;

@@ -378,12 +378,14 @@ def test_attention_gpu_each_forward(impl, b, hq, hk, lq, lk, d, causal, layout, 
     (64, (128, 3, 3, False, False)), (64, (128, 3, 2, True, True)), (40, (128, 2, 3, False, False)),
     (16, (128, 3, 2, True, False)), (112, (64, 3, 2, True, True)), (128, (64, 3, 2, False, False)),
     (128, (64, 3, 2, True, False)), (128, (64, 2, 2, False, False)), (128, (64, 2, 2, True, False)),
+    (64, (64, 3, 2, True, False)),
 ])
 @pytest.mark.parametrize("causal", [False, True])
 def test_gluon_forward_configs_gpu(d, config, causal, gen):
     """Every kind of Gluon configuration (2 or 3 consumer warpgroups, persistent or one program per
-    work item, causal row blocks in pairs, ping-pong turns or not) at ragged shapes: GQA, Lq != Lk both
-    ways (causal rows that see no key), both layouts."""
+    work item, causal row blocks in pairs, ping-pong turns or not; key tiles narrower than the row block, where
+    causal consumers skip the tiles past their own diagonal) at ragged shapes: GQA, Lq != Lk both ways (causal rows
+    that see no key), both layouts."""
     _needs_gluon()
     _gluon_forward_check(d, config, causal, gen)
 
