@@ -345,12 +345,13 @@ def _pv(p_op, v_tile, o, l_i, ones, ROWSUM_MMA: gl.constexpr):
 
 
 @gluon.jit
-def _steps(o, p, m_i, l_i, j0, g0, lo, hi, n_tiles, sm, which: gl.constexpr, qi, s_zero, rows, LK, diag, qk_scale,
+def _steps(o, p, m_i, l_i, j0, g0, lo, hi, n_last, sm, which: gl.constexpr, qi, s_zero, rows, LK, diag, qk_scale,
            o_layout: gl.constexpr, p_layout: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
            MASKED: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr, NC: gl.constexpr,
            PINGPONG: gl.constexpr, PERM_K: gl.constexpr, ROWSUM_MMA: gl.constexpr):
     """Key tiles lo..hi-1 (ring positions j0 + n, wgmma groups g0 + n): S_n and O += P_{n-1} V_{n-1} in flight
-    together, the softmax of S_n under the P·V; the Q buffer is released after the tile's last score MMA."""
+    together, the softmax of S_n under the P·V; the Q buffer is released after score MMA ``n_last`` - 1, this
+    consumer's last of the row block."""
     for n in range(lo, hi):
         j = j0 + n
         _turn_wait(sm, which, g0 + n, PINGPONG)
@@ -365,7 +366,7 @@ def _steps(o, p, m_i, l_i, j0, g0, lo, hi, n_tiles, sm, which: gl.constexpr, qi,
         else:
             s = warpgroup_mma_wait(1, deps=(s_tok,))
         mbarrier.arrive(sm.k_empty.index(j % STAGES), count=1)
-        if n == n_tiles - 1:
+        if n == n_last - 1:
             mbarrier.arrive(sm.q_empty.index(qi), count=1)
         p, alpha, m_i, l_i = _softmax(s, m_i, l_i, rows, n * BLOCK_N, LK, diag, qk_scale, p_layout, BLOCK_N,
                                       MASKED, CAUSAL, sm.q.dtype, PERM_K, ROWSUM_MMA)
@@ -381,13 +382,15 @@ def _steps(o, p, m_i, l_i, j0, g0, lo, hi, n_tiles, sm, which: gl.constexpr, qi,
 @gluon.constexpr_function
 def _skips(pb, pingpong):
     """Whether consumers skip the key tiles wholly past their rows' diagonal (:func:`_own_tiles`): with a causal mask,
-    key tiles narrower than the row block, and no ping-pong turns (which every consumer takes for every tile)."""
-    return bool(pb.CAUSAL) and not bool(pingpong) and pb.BLOCK_N < pb.NC * ROWS
+    key tiles narrower than the row block, two consumers (three, whose 128-key tiles are narrower than their 192-row
+    block, were not timed with it), and no ping-pong turns (which every consumer takes for every tile)."""
+    return bool(pb.CAUSAL) and not bool(pingpong) and pb.NC == 2 and pb.BLOCK_N < pb.NC * ROWS
 
 
 @gluon.constexpr_function
 def _own_full(pb, pingpong):
-    """Whether each consumer counts its unmasked key tiles from its own first row (:func:`_own_tiles`)."""
+    """Whether each consumer counts its unmasked key tiles from its own first row (:func:`_own_tiles`): always where
+    :func:`_skips`; a switch of its own so that a device script can time the skip without it (session 23, call 8)."""
     return _skips(pb, pingpong)
 
 
@@ -395,9 +398,9 @@ def _own_full(pb, pingpong):
 def _own_tiles(pb: Problem, r0, n_full, n_tiles, PINGPONG: gl.constexpr):
     """(unmasked key tiles, key tiles) of this consumer's 64 rows (from r0), else the row block's ``n_full`` and
     ``n_tiles``.  Where :func:`_skips`, the row block's last tiles may lie wholly past the diagonal of the first
-    consumers' rows, and those are skipped (their P would be all zeros, so the result is bitwise the same), and the
-    later consumers' rows need no mask on some tiles the row block's first rows do (fewer tiles through the masked
-    softmax)."""
+    consumer's rows, and those are skipped (their P would be all zeros: that alone leaves the result bitwise the
+    same), and the later consumer's rows need no mask on some tiles the row block's first rows do (fewer tiles through
+    the masked softmax, whose unfused scale rounds differently: not bitwise the row block's count)."""
     if _skips(pb, PINGPONG):
         diag = pb.LK - pb.LQ
         hi = gl.maximum(gl.minimum(r0 + ROWS + diag, pb.LK), 0)
@@ -464,7 +467,8 @@ def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale,
 
             # wgmma turns: S_0 alone, (S_n, P_{n-1} V_{n-1}) for n >= 1, the last P V alone (with ROWSUM_MMA each
             # P·V preceded by its P·ones, in the same turn); n_tiles + 1 per row block, numbered g0 + n (the ping-pong
-            # turns of all consumers follow the same numbering)
+            # turns of all consumers follow the same numbering; without turns a consumer that skips tiles, _own_tiles,
+            # issues n_own + 1 of them)
             g0 = j0 + it
             qi = which * Q_BUFS + it % Q_BUFS
             q_s = sm.q.index(qi)

@@ -85,7 +85,7 @@ SHORT_QUERY_MAX_LEN = 2048  # measured at 1024 (two consumers faster or equal) a
 # B32 L512 / B16 L1024 on H100 GPU-fda9aff3 0.0873 / 0.1255 ms against the Triton kernel's 0.0893 / 0.1307, on
 # GPU-83418717 0.0854 / 0.1251 against 0.0894 / 0.1337, on an H200 0.0858 / 0.1253 against 0.0889 / 0.1322 (CONFIGS'
 # there 0.113-0.116 / 0.143-0.144); at L2048 CONFIGS' stays faster (H100: 0.206 against 0.224 ms); padded head
-# dims <= 32 keep the Triton kernel (d32 L512 0.059 against 0.073).
+# dims <= 32 keep the Triton kernel (d32 L512 0.059 against 0.073).  Head dims 33-63 (padded) were not timed.
 SHORT_CAUSAL_CONFIGS: dict[int, Config] = {128: (64, 3, 2, True, False), 64: (64, 3, 2, True, False)}
 SHORT_CAUSAL_MAX_LEN = 2048  # d128 measured at 512 (64-key tiles faster) and 4096 (slower); d64 at 512-2048
 FP8_MIN_HEAD_DIM = 64  # fp8 wgmma reads 32-byte K steps; smaller head dims keep the Triton kernel
@@ -133,12 +133,14 @@ def rowsum_mma(fp8: bool, consumers: int) -> bool:
 
 
 # Where "auto" prefers the Gluon kernel (given eligible()), from the H100 measurements (kernels/NOTES.md
-# sessions 6 and 7): every padded head dim it runs, except causal at head dims <= 32 with short keys, where
-# the Triton kernel was faster (call 2, d64: L512 0.089 against 0.113 ms; L4096 0.394 against 0.350 ms, Gluon ahead);
-# d64 causal over short keys since session 23 on SHORT_CAUSAL_CONFIGS' 64-key tiles.
+# sessions 6, 7 and 23): every padded head dim it runs, except causal at padded head dims <= 32 below
+# PREFER_CAUSAL_SMALL_D_MIN_LEN keys, where the Triton kernel is faster (session 23: d32 L512 0.059 against 0.073 ms on
+# the 64-key config).  Padded head dim 64 took that exception too (session 7, call 2: d64 L512 0.089 against 0.113 ms on
+# CONFIGS' 128-key tiles; L4096 0.394 against 0.350, Gluon ahead) until session 23 timed it on SHORT_CAUSAL_CONFIGS'
+# 64-key tiles (faster than Triton at d64; head dims 33-63, padded to 64, were not timed).
 PREFER_BLOCK_D = (16, 32, 64, 128)
 PREFER_CAUSAL_MIN_BLOCK_D = 64
-PREFER_CAUSAL_SMALL_D_MIN_LEN = 2048  # measured at 512 (Triton faster) and 4096 (Gluon faster) only
+PREFER_CAUSAL_SMALL_D_MIN_LEN = 2048  # d64 measured at 512 / 4096 (session 7), d64 / d32 at 512-2048 (session 23)
 
 
 def _runnable_on(device: torch.device) -> bool:
