@@ -387,13 +387,6 @@ def _skips(pb, pingpong):
     return bool(pb.CAUSAL) and not bool(pingpong) and pb.NC == 2 and pb.BLOCK_N < pb.NC * ROWS
 
 
-@gluon.constexpr_function
-def _own_full(pb, pingpong):
-    """Whether each consumer counts its unmasked key tiles from its own first row (:func:`_own_tiles`): always where
-    :func:`_skips`; a switch of its own so that a device script can time the skip without it (session 23, call 8)."""
-    return _skips(pb, pingpong)
-
-
 @gluon.jit
 def _own_tiles(pb: Problem, r0, n_full, n_tiles, PINGPONG: gl.constexpr):
     """(unmasked key tiles, key tiles) of this consumer's 64 rows (from r0), else the row block's ``n_full`` and
@@ -405,9 +398,8 @@ def _own_tiles(pb: Problem, r0, n_full, n_tiles, PINGPONG: gl.constexpr):
         diag = pb.LK - pb.LQ
         hi = gl.maximum(gl.minimum(r0 + ROWS + diag, pb.LK), 0)
         n_own = gl.minimum(gl.maximum(gl.cdiv(hi, pb.BLOCK_N), 1), n_tiles)
-        if _own_full(pb, PINGPONG):  # tile() counts them from the row block's first row, m0 (the same formula)
-            n_full = gl.minimum(gl.minimum(gl.maximum(r0 + diag + 1, 0) // pb.BLOCK_N, pb.LK // pb.BLOCK_N), n_own)
-        return n_full, n_own
+        # Problem.tile's rule for the whole row block's, from m0
+        return gl.minimum(gl.minimum(gl.maximum(r0 + diag + 1, 0) // pb.BLOCK_N, pb.LK // pb.BLOCK_N), n_own), n_own
     else:
         return n_full, n_tiles
 

@@ -277,7 +277,8 @@ def forward(q, k, v, out, lse, dims: AttnDims, layout: str, causal: bool, qk_sca
     (``CONFIGS`` / ``FP8_CONFIGS``, ``SHORT_CAUSAL_CONFIGS``, ``TWO_CONSUMER_CONFIGS``)."""
     fp8 = q.dtype == torch.float8_e4m3fn
     permuted = fp8 and PERMUTE_K and k_permutable(k, layout, dims)
-    block_n, stages, consumers, persistent, pingpong = config or default_config(dims, causal, fp8, permuted)
+    config = tuple(config or default_config(dims, causal, fp8, permuted))
+    block_n, stages, consumers, persistent, pingpong = config
     regs, maxnreg = REGISTERS[consumers]
     b, d = dims.batch, dims.head_dim
     k_desc = _permuted_k_descriptor(k, layout, dims, block_n) if permuted else None
@@ -288,8 +289,7 @@ def forward(q, k, v, out, lse, dims: AttnDims, layout: str, causal: bool, qk_sca
     n_items = work_items(dims, causal, consumers)
     grid = (min(n_items, sm_count(q.device, 1)) if persistent else n_items,)
     rowsum = rowsum_mma(fp8, consumers)
-    q_bufs = q_buffers(padded_dim(d), causal, fp8, dims.len_k, (block_n, stages, consumers, persistent, pingpong),
-                       rowsum)
+    q_bufs = q_buffers(padded_dim(d), causal, fp8, dims.len_k, config, rowsum)
     try:
         attn_fwd_ws[grid](*descs, lse, dims.heads_q, dims.group, dims.len_q, dims.len_k, n_items, qk_scale,
                           float(o_scale), BLOCK_N=block_n, STAGES=stages, NC=consumers, CAUSAL=bool(causal),

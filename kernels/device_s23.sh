@@ -25,8 +25,8 @@
 #        (_attn_fwd_ws._own_tiles: the first consumer's last tile, all of its P zeros), releasing their ring slots
 #        once landed: the tree against a module copy without it (_skips returning False, sed), outputs bitwise, a
 #        graph-timed A/B beside SDPA cuDNN (best of 3 rounds); then the attention GPU tests.
-# (call 8 ran commit 7dbd634's tree, call 7 that tree without _own_full; since the review _skips also asks
-#  pb.NC == 2, so the sed patterns of calls 7-8 need that term to match the tree.)
+# (call 8 ran commit 7dbd634's tree, call 7 that tree without _own_full; since the reviews _skips also asks
+#  pb.NC == 2 and the _own_full switch is gone, so re-run calls 7-8 on a checkout of 7dbd634.)
 # call8: call 7's skip plus each consumer counting its unmasked key tiles from its own first row (_own_full: the later
 #        consumer's rows run one tile fewer through the masked softmax on 64-key tiles): three module variants, old
 #        (_skips False), skip only (_own_full False; not the very SASS of call 7's build, offline: same count), and
