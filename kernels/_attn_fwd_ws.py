@@ -127,19 +127,26 @@ class Problem:
             bh = u // self.n_m
             pid_m = u % self.n_m
         m0 = pid_m * (self.NC * ROWS)
-        # key tiles [0, n_full) need no mask, [n_full, n_tiles) do (causal diagonal, ragged tail); at least one.
-        # The rule of _attn_tiles.kv_bounds (a Triton function, which Gluon code cannot call).
-        diag = self.LK - self.LQ
-        full_n = self.LK // self.BLOCK_N * self.BLOCK_N
-        if self.CAUSAL:
-            hi = gl.maximum(gl.minimum(m0 + self.NC * ROWS + diag, self.LK), 0)
-            split = gl.minimum(gl.maximum(m0 + diag + 1, 0) // self.BLOCK_N * self.BLOCK_N, full_n)
-        else:
-            hi = self.LK
-            split = full_n
+        split, hi = self.key_bounds(m0, self.NC * ROWS)
         h = bh % self.HQ
         return (bh // self.HQ, h, h // self.GROUP, m0, bh, split // self.BLOCK_N,
                 gl.maximum(gl.cdiv(hi, self.BLOCK_N), 1))
+
+    @gluon.jit
+    def key_bounds(self, r0, n_rows: gl.constexpr):
+        """(split, hi) of query rows r0 .. r0 + n_rows - 1: key tiles [0, split / BLOCK_N) need no mask, the rest up
+        to cdiv(hi, BLOCK_N) (at least one) do (causal diagonal, ragged tail).  The rule of _attn_tiles.kv_bounds (a
+        Triton function, which Gluon code cannot call); :func:`tile` asks it for a row block, :func:`_own_tiles` for
+        a consumer's rows."""
+        diag = self.LK - self.LQ
+        full_n = self.LK // self.BLOCK_N * self.BLOCK_N
+        if self.CAUSAL:
+            hi = gl.maximum(gl.minimum(r0 + n_rows + diag, self.LK), 0)
+            split = gl.minimum(gl.maximum(r0 + diag + 1, 0) // self.BLOCK_N * self.BLOCK_N, full_n)
+        else:
+            hi = self.LK
+            split = full_n
+        return split, hi
 
 
 @gluon.constexpr_function
@@ -395,11 +402,9 @@ def _own_tiles(pb: Problem, r0, n_full, n_tiles, PINGPONG: gl.constexpr):
     same), and the later consumer's rows need no mask on some tiles the row block's first rows do (fewer tiles through
     the masked softmax, whose unfused scale rounds differently: not bitwise the row block's count)."""
     if _skips(pb, PINGPONG):
-        diag = pb.LK - pb.LQ
-        hi = gl.maximum(gl.minimum(r0 + ROWS + diag, pb.LK), 0)
+        split, hi = pb.key_bounds(r0, ROWS)  # Problem.tile asked for the whole row block's, from m0
         n_own = gl.minimum(gl.maximum(gl.cdiv(hi, pb.BLOCK_N), 1), n_tiles)
-        # Problem.tile's rule for the whole row block's, from m0
-        return gl.minimum(gl.minimum(gl.maximum(r0 + diag + 1, 0) // pb.BLOCK_N, pb.LK // pb.BLOCK_N), n_own), n_own
+        return gl.minimum(split // pb.BLOCK_N, n_own), n_own
     else:
         return n_full, n_tiles
 
