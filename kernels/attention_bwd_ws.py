@@ -59,11 +59,12 @@ CONFIGS: dict[int, int] = {128: 2, 64: 2}
 # registers per consumer thread after setmaxnreg, launch-time maxnreg (the loader warpgroup keeps 24)
 REGISTERS = (240, 168)
 # Where "auto" takes this kernel (given eligible()): (head dim, causal) -> the shortest query and key length at which
-# it measured faster than the 2-kernel Triton scheme on H100s (kernels/NOTES.md, session 9, calls 4, 8 and 9;
-# B*L = 16k tokens, H=16): d128 from 512 keys without a mask (0.609 against 0.687 ms), also with one since session
-# 24 (H100s level at L512: 0.505 / 0.502 in session 9, 0.501 / 0.500 in session 23; an H200 1.10x at L512, 1.14x at
-# L768, session 24 call 7); d64 from 2048 (L1024 lost: 0.555 / 0.391 against 0.547 / 0.373).  No GQA was timed
-# (grouped problems keep the 2-kernel scheme).  Ragged lengths (4000, 4100) measured like the multiples of 128.
+# it measured faster than the 2-kernel Triton scheme on H100s, or level there and faster on an H200 (kernels/NOTES.md,
+# session 9, calls 4, 8 and 9; B*L = 16k tokens, H=16): d128 from 512 keys without a mask (0.609 against 0.687 ms),
+# also with one since session 24 (H100s level at L512: 0.505 / 0.502 in session 9, 0.501 / 0.500 in session 23; an
+# H200 1.10x at L512, 1.14x at L768 with B 16, session 24 call 7); d64 from 2048 (L1024 lost: 0.555 / 0.391 against
+# 0.547 / 0.373).  No GQA was timed (grouped problems keep the 2-kernel scheme).  Ragged lengths (4000, 4100)
+# measured like the multiples of 128.
 PREFERRED: dict[tuple[int, bool], int] = {(128, False): 512, (128, True): 512, (64, False): 2048, (64, True): 2048}
 # Causal: the last kv heads' programs, about this many waves of them (one program per SM), are started heaviest key
 # block first across those heads instead of head by head (the kernel's ``n_tail``); 0 keeps head order throughout.
@@ -122,7 +123,8 @@ def eligible(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor
 
 
 def preferred(dims: AttnDims, causal: bool) -> bool:
-    """True where "auto" should take the Gluon backward (given :func:`eligible`): where it measured faster."""
+    """True where "auto" should take the Gluon backward (given :func:`eligible`): where it measured faster (or level
+    on H100s and faster on an H200: ``PREFERRED``)."""
     min_len = PREFERRED.get((dims.head_dim, bool(causal)))
     return min_len is not None and dims.group == 1 and min(dims.len_q, dims.len_k) >= min_len
 
