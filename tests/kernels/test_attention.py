@@ -52,11 +52,17 @@ def _assert_forward(out, lse, ref, ref_lse, dtype, tag: str) -> None:
     assert (lse[fin].double() - ref_lse[fin].detach().double()).abs().max().item() < 2e-2, tag
 
 
-def check_attention(b, hq, hk, lq, lk, d, causal, layout, dtype, device, gen, *, use_tma=None, backward=True,
-                    ref_dtype=torch.float64, config=None, bwd_configs=(None, None), impl="auto"):
+def _qkv(b, hq, hk, lq, lk, d, layout, dtype, device, gen):
+    """Random q, k, v (drawn in that order from ``gen``)."""
     q = _rand(_shape(b, hq, lq, d, layout), dtype, device, gen)
     k = _rand(_shape(b, hk, lk, d, layout), dtype, device, gen)
     v = _rand(_shape(b, hk, lk, d, layout), dtype, device, gen)
+    return q, k, v
+
+
+def check_attention(b, hq, hk, lq, lk, d, causal, layout, dtype, device, gen, *, use_tma=None, backward=True,
+                    ref_dtype=torch.float64, config=None, bwd_configs=(None, None), impl="auto"):
+    q, k, v = _qkv(b, hq, hk, lq, lk, d, layout, dtype, device, gen)
     out = _nan(q.shape, dtype, device)
     lse = _nan((b, hq, lq), torch.float32, device)
     attention_forward(q, k, v, causal, None, layout, use_tma=use_tma, out=out, lse=lse, config=config, impl=impl)
@@ -390,18 +396,22 @@ def test_gluon_forward_configs_gpu(d, config, causal, gen):
     _gluon_forward_check(d, config, causal, gen)
 
 
+def _gluon_forward(q, k, v, layout, causal, config):
+    """(out, lse) of attention_ws.forward with ``config`` (None: its default), into NaN-filled buffers."""
+    dims = check_dims(q, k, v, layout, HEAD_DIMS)
+    out = _nan(q.shape, q.dtype, "cuda")
+    lse = _nan((dims.batch, dims.heads_q, dims.len_q), torch.float32, "cuda")
+    assert attention_ws.forward(q, k, v, out, lse, dims, layout, causal, dims.head_dim ** -0.5 * LOG2E, config)
+    return out, lse
+
+
 def _gluon_forward_check(d, config, causal, gen, shapes=((2, 8, 2, 1000, 1537, "blhd"), (1, 4, 4, 600, 300, "bhld"),
                                                          (3, 4, 1, 1, 513, "bhld")), dtype=torch.bfloat16):
     """attention_ws.forward with ``config`` (None: its default) against the fp32 reference at ``shapes``."""
     # 600 query rows: an odd count of 128-row blocks (a causal pair of one); Lq > Lk: rows that see no key
     for b, hq, hk, lq, lk, layout in shapes:
-        q = _rand(_shape(b, hq, lq, d, layout), dtype, "cuda", gen)
-        k = _rand(_shape(b, hk, lk, d, layout), dtype, "cuda", gen)
-        v = _rand(_shape(b, hk, lk, d, layout), dtype, "cuda", gen)
-        dims = check_dims(q, k, v, layout, HEAD_DIMS)
-        out = _nan(q.shape, dtype, "cuda")
-        lse = _nan((b, hq, lq), torch.float32, "cuda")
-        assert attention_ws.forward(q, k, v, out, lse, dims, layout, causal, d ** -0.5 * LOG2E, config)
+        q, k, v = _qkv(b, hq, hk, lq, lk, d, layout, dtype, "cuda", gen)
+        out, lse = _gluon_forward(q, k, v, layout, causal, config)
         ref, ref_lse = attention_fp32(q, k, v, causal, None, layout)
         tag = f"seed={gen.initial_seed()} d={d} {config} causal={causal} q={tuple(q.shape)} k={tuple(k.shape)}"
         _assert_forward(out, lse, ref, ref_lse, dtype, tag)
@@ -443,15 +453,11 @@ def test_gluon_forward_two_q_buffers_bitwise_gpu(d, causal, config, shape, gen, 
     barriers through several phases), and match the fp32 reference."""
     _needs_gluon()
     b, hq, hk, lq, lk, layout = shape
-    q = _rand(_shape(b, hq, lq, d, layout), torch.bfloat16, "cuda", gen)
-    k, v = (_rand(_shape(b, hk, lk, d, layout), torch.bfloat16, "cuda", gen) for _ in range(2))
-    dims = check_dims(q, k, v, layout, HEAD_DIMS)
+    q, k, v = _qkv(b, hq, hk, lq, lk, d, layout, torch.bfloat16, "cuda", gen)
     runs = []
     for bufs in (1, 2):
         monkeypatch.setattr(attention_ws, "q_buffers", lambda *a, n=bufs: n)
-        out, lse = _nan(q.shape, torch.bfloat16, "cuda"), _nan((b, hq, lq), torch.float32, "cuda")
-        assert attention_ws.forward(q, k, v, out, lse, dims, layout, causal, d ** -0.5 * LOG2E, config)
-        runs.append((out, lse))
+        runs.append(_gluon_forward(q, k, v, layout, causal, config))
     tag = f"seed={gen.initial_seed()} d={d} {config} causal={causal} {shape}"
     assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1]), tag
     ref, ref_lse = attention_fp32(q, k, v, causal, None, layout)
