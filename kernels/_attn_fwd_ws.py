@@ -45,6 +45,12 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from triton.language.core import _aggregate as aggregate
 
 ROWS: gl.constexpr = gl.constexpr(64)  # query rows per consumer warpgroup
+# The softmax's kinds of key tile (its MASKED): every key kept; masked with the scale applied before the row maximum
+# (two compares a score, causal); masked by one compare a score against its row's key bound, the scale fused as in
+# the unmasked branch.  _mask_kind picks the masked one.
+UNMASKED: gl.constexpr = gl.constexpr(0)
+MASK_SCALED: gl.constexpr = gl.constexpr(1)
+MASK_BOUND: gl.constexpr = gl.constexpr(2)
 # fp8 (with PERM_K): P is carried from its softmax to the next step's P·V wgmma packed, four e4m3 values per 32-bit
 # register (an int32 tensor of BLOCK_N / 4 columns: 16 registers a thread instead of 64 in fp32), packed once the
 # previous P·V has completed (packing earlier rewrites registers that wgmma may still read, and ptxas then serialises
@@ -96,12 +102,16 @@ class Problem:
     # 62 FADDs a thread (the sums then of P as rounded for the P·V product: for 16-bit inputs only, as e4m3's
     # rounding puts fp8's lse off; attention_ws.rowsum_mma)
     ROWSUM_MMA: gl.constexpr
+    # every key tile of a row block through one loop of the masked softmax (one copy of its code a consumer instead
+    # of the unmasked and masked first steps and loops): only where _skips (the short causal configs)
+    ONE_LOOP: gl.constexpr
 
     @gluon.constexpr_function
-    def __init__(self, HQ, GROUP, LQ, LK, n_m, n_items, BLOCK_N, NC, CAUSAL, PERM_K, ROWSUM_MMA):
+    def __init__(self, HQ, GROUP, LQ, LK, n_m, n_items, BLOCK_N, NC, CAUSAL, PERM_K, ROWSUM_MMA, ONE_LOOP):
         self.HQ, self.GROUP, self.LQ, self.LK, self.n_m, self.n_items = HQ, GROUP, LQ, LK, n_m, n_items
         self.BLOCK_N, self.NC, self.CAUSAL = gl.constexpr(BLOCK_N), gl.constexpr(NC), gl.constexpr(CAUSAL)
         self.PERM_K, self.ROWSUM_MMA = gl.constexpr(PERM_K), gl.constexpr(ROWSUM_MMA)
+        self.ONE_LOOP = gl.constexpr(ONE_LOOP)
 
     @gluon.jit
     def sides(self, u):
@@ -235,10 +245,23 @@ def _softmax(s, m_i, l_i, rows, start_n, LK, diag, qk_scale, p_layout: gl.conste
              MASKED: gl.constexpr, CAUSAL: gl.constexpr, dtype: gl.constexpr, PERM_K: gl.constexpr,
              ROWSUM_MMA: gl.constexpr):
     """Online-softmax step on the scores of one tile: returns (P in the P·V operand's layout: in the input type
-    for 16-bit inputs, fp32 for fp8, which :func:`_p_operand` packs at the wgmma, alpha, m, l).  With
-    ``PERM_K`` the tile's keys sit in K's buffer in the order of :func:`_perm_key`.  With ``ROWSUM_MMA`` l is the
-    row sums' wgmma accumulator, left to :func:`_steps`."""
-    if MASKED:
+    for 16-bit inputs, fp32 for fp8, which :func:`_p_operand` packs at the wgmma, alpha, m, l).  ``MASKED``: one
+    of ``UNMASKED``, ``MASK_SCALED``, ``MASK_BOUND`` (:func:`_mask_kind`).  With ``PERM_K`` the tile's keys sit in
+    K's buffer in the order of :func:`_perm_key`.  With ``ROWSUM_MMA`` l is the row sums' wgmma accumulator, left
+    to :func:`_steps`."""
+    if MASKED == MASK_BOUND:  # one compare a score, against its row's key bound (the tile's columns are constants)
+        cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s.type.layout))
+        if PERM_K:
+            cols = _perm_key(cols)
+        if CAUSAL:
+            lim = gl.minimum(rows + (diag + 1 - start_n), LK - start_n)
+        else:
+            lim = gl.full([s.shape[0]], LK - start_n, gl.int32, gl.SliceLayout(1, s.type.layout))
+        s = gl.where(gl.expand_dims(cols, 0) < gl.expand_dims(lim, 1), s, float("-inf"))
+        m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)  # the scale fused as below: a tile with every key kept
+        m_use = gl.where(m_new == float("-inf"), 0.0, m_new)  # gives the unmasked branch's bits
+        p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))
+    elif MASKED == MASK_SCALED:
         cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s.type.layout))
         if PERM_K:
             cols = _perm_key(cols)
@@ -394,6 +417,16 @@ def _skips(pb, pingpong):
     return bool(pb.CAUSAL) and not bool(pingpong) and pb.NC == 2 and pb.BLOCK_N < pb.NC * ROWS
 
 
+@gluon.constexpr_function
+def _mask_kind(pb, pingpong):
+    """The masked tiles' softmax: ``MASK_BOUND`` where :func:`_skips` (the short causal configs: H100, kernels/NOTES.md
+    session 25, +0.8-7.4 % at L512-1024, the same bits as the unmasked branch on a tile that keeps every key), else
+    ``MASK_SCALED`` (``MASK_BOUND`` measured 1.5-3.8 % slower there at L4096, also where no tile is masked: the
+    other configs' code changed and was not profiled; two builds of one kernel differed by up to 2.2 % in these A/B
+    runs)."""
+    return MASK_BOUND if _skips(pb, pingpong) else MASK_SCALED
+
+
 @gluon.jit
 def _own_tiles(pb: Problem, r0, n_full, n_tiles, PINGPONG: gl.constexpr):
     """(unmasked key tiles, key tiles) of this consumer's 64 rows (from r0), else the row block's ``n_full`` and
@@ -441,6 +474,9 @@ def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale,
                                                        instr_shape=[16, 8, MMA_K])
     ROWSUM_MMA: gl.constexpr = pb.ROWSUM_MMA
     Q_BUFS: gl.constexpr = _q_bufs(sm, pb)
+    MASK: gl.constexpr = _mask_kind(pb, PINGPONG)
+    ONE_LOOP: gl.constexpr = pb.ONE_LOOP
+    gl.static_assert(not ONE_LOOP or MASK == MASK_BOUND, "ONE_LOOP is for the short causal configs (_skips) only")
     if ROWSUM_MMA:  # this consumer's B operand of ones for the row sums
         ones_layout: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [4, 1], [1, 0])
         sm.ones.index(which).store(gl.full([8, BLOCK_N], 1.0, gl.float32, ones_layout).to(dtype))
@@ -477,19 +513,27 @@ def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale,
             mbarrier.arrive(sm.k_empty.index(j0 % STAGES), count=1)
             if n_own == 1:  # Q is read by no further score MMA of this row block
                 mbarrier.arrive(sm.q_empty.index(qi), count=1)
-            if n_full > 0:  # the first key tile needs no mask
-                p, _alpha0, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N, False,
+            if ONE_LOOP:  # every tile through the masked softmax: one copy of the first step and of the loop
+                p, _alpha0, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N, MASK,
                                           CAUSAL, dtype, pb.PERM_K, ROWSUM_MMA)
-            else:  # diagonal, ragged tail, or no key at all for some rows
-                p, _alpha0, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N, True,
-                                          CAUSAL, dtype, pb.PERM_K, ROWSUM_MMA)
-            p = _carried_p(p, dtype, pb.PERM_K)
-            o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, 1, n_full, n_own, sm, which, qi, s_zero, rows, LK,
-                                    diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES, False, CAUSAL, V_T, NC,
-                                    PINGPONG, pb.PERM_K, ROWSUM_MMA)
-            o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, gl.maximum(n_full, 1), n_own, n_own, sm, which, qi,
-                                    s_zero, rows, LK, diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES, True,
-                                    CAUSAL, V_T, NC, PINGPONG, pb.PERM_K, ROWSUM_MMA)
+                p = _carried_p(p, dtype, pb.PERM_K)
+                o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, 1, n_own, n_own, sm, which, qi, s_zero, rows, LK,
+                                        diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES, MASK, CAUSAL, V_T, NC,
+                                        PINGPONG, pb.PERM_K, ROWSUM_MMA)
+            else:
+                if n_full > 0:  # the first key tile needs no mask
+                    p, _alpha0, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N,
+                                                    UNMASKED, CAUSAL, dtype, pb.PERM_K, ROWSUM_MMA)
+                else:  # diagonal, ragged tail, or no key at all for some rows
+                    p, _alpha0, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N,
+                                                    MASK, CAUSAL, dtype, pb.PERM_K, ROWSUM_MMA)
+                p = _carried_p(p, dtype, pb.PERM_K)
+                o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, 1, n_full, n_own, sm, which, qi, s_zero, rows, LK,
+                                        diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES, UNMASKED, CAUSAL, V_T,
+                                        NC, PINGPONG, pb.PERM_K, ROWSUM_MMA)
+                o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, gl.maximum(n_full, 1), n_own, n_own, sm, which, qi,
+                                        s_zero, rows, LK, diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES, MASK,
+                                        CAUSAL, V_T, NC, PINGPONG, pb.PERM_K, ROWSUM_MMA)
             last = (j0 + n_own - 1) % STAGES
             mbarrier.wait(sm.v_ready.index(last), ((j0 + n_own - 1) // STAGES) & 1)
             _turn_wait(sm, which, g0 + n_tiles, PINGPONG)
@@ -541,7 +585,7 @@ def _consumer2(o_desc, LSE, sm: Smem, pb: Problem, qk_scale, o_scale, STAGES: gl
 def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_items, qk_scale, o_scale,
                 BLOCK_N: gl.constexpr, STAGES: gl.constexpr, NC: gl.constexpr, CAUSAL: gl.constexpr,
                 CONSUMER_REGS: gl.constexpr, V_T: gl.constexpr, PINGPONG: gl.constexpr, PERM_K: gl.constexpr,
-                ROWSUM_MMA: gl.constexpr = False, Q_BUFS: gl.constexpr = 1):
+                ROWSUM_MMA: gl.constexpr = False, Q_BUFS: gl.constexpr = 1, ONE_LOOP: gl.constexpr = False):
     """q/k/o_desc: host tensor descriptors over (B, H, L, HEAD_DIM) with [1, 1, rows, BLOCK_D] boxes (64 rows
     for q and o, BLOCK_N for k); v_desc the same as k's, or with ``V_T`` over (B, H, HEAD_DIM, L) with
     [1, 1, BLOCK_D, BLOCK_N] boxes (V stored position-contiguous: required for fp8).  Q/K/V fp16, bf16 or
@@ -551,13 +595,14 @@ def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_items,
     or cdiv(that, 2) pairs of them when causal.  ``ROWSUM_MMA``: the softmax's row sums by wgmma
     (``Problem.ROWSUM_MMA``).  ``Q_BUFS``: Q buffers a consumer; with two the loader loads the next row block's Q,
     then its first K/V tiles, while the consumers still work on the current one, instead of waiting for their last
-    score product of it (32 KB more shared memory at BLOCK_D 128)."""
+    score product of it (32 KB more shared memory at BLOCK_D 128).  ``ONE_LOOP``: ``Problem.ONE_LOOP`` (the short
+    causal configs only)."""
     dtype: gl.constexpr = q_desc.dtype
     BLOCK_D: gl.constexpr = q_desc.block_type.shape[3]
     # to_tensor: Triton passes integer arguments equal to 1 as constants
     pb = Problem(gl.to_tensor(HQ), gl.to_tensor(GROUP), gl.to_tensor(LQ), gl.to_tensor(LK),
                  gl.to_tensor(gl.cdiv(LQ, NC * ROWS)), gl.to_tensor(n_items), BLOCK_N, NC, CAUSAL, PERM_K,
-                 ROWSUM_MMA)
+                 ROWSUM_MMA, ONE_LOOP)
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BLOCK_D], dtype)
     o_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BLOCK_D], o_desc.dtype)
     k_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_D], dtype)

@@ -88,6 +88,12 @@ SHORT_QUERY_MAX_LEN = 2048  # measured at 1024 (two consumers faster or equal) a
 # dims <= 32 keep the Triton kernel (d32 L512 0.059 against 0.073).  Head dims 33-63 (padded) were not timed.
 SHORT_CAUSAL_CONFIGS: dict[int, Config] = {128: (64, 3, 2, True, False), 64: (64, 3, 2, True, False)}
 SHORT_CAUSAL_MAX_LEN = 2048  # d128 measured at 512 (64-key tiles faster) and 4096 (slower); d64 at 512-2048
+# Up to ONE_LOOP_MAX_KEYS keys, 16-bit inputs on SHORT_CAUSAL_CONFIGS' config run every key tile through one loop of
+# the masked softmax (the kernel's ONE_LOOP: a third fewer instructions; the instruction cache stalled the two-loop
+# build 0.92 of its 7.01 cycles an issued instruction at d64 L512, kernels/NOTES.md session 24).  H100 GPU-d45bb197
+# (session 25, call 2), against two loops with the same row-bound mask: d64 L512 +3.8 %, L768 -5.0 %, L1024 -8.9 %;
+# d128 L512 +5.3 %, L768 +0.3 %, L1024 -2.1 %.
+ONE_LOOP_MAX_KEYS = 512
 FP8_MIN_HEAD_DIM = 64  # fp8 wgmma reads 32-byte K steps; smaller head dims keep the Triton kernel
 # consumers -> (registers per consumer thread after setmaxnreg, launch-time maxnreg): 4 + 4 * consumers warps
 # share the 64K register file; the loader warpgroup keeps 24 per thread.
@@ -260,6 +266,12 @@ def default_config(dims: AttnDims, causal: bool, fp8: bool, permuted_k: bool = T
     return (FP8_CONFIGS if fp8 else CONFIGS)[(block_d, bool(causal))]
 
 
+def one_loop(dims: AttnDims, causal: bool, fp8: bool, config: Config) -> bool:
+    """Whether the launch takes the kernel's ``ONE_LOOP`` (``ONE_LOOP_MAX_KEYS``)."""
+    short = SHORT_CAUSAL_CONFIGS.get(padded_dim(dims.head_dim))
+    return causal and not fp8 and dims.len_k <= ONE_LOOP_MAX_KEYS and short is not None and tuple(config) == short
+
+
 def work_items(dims: AttnDims, causal: bool, consumers: int) -> int:
     """The kernel's work items: row blocks of NC * 64 queries per batch·head, paired (first with last, ...)
     when causal so that every item has the same number of key tiles."""
@@ -294,7 +306,8 @@ def forward(q, k, v, out, lse, dims: AttnDims, layout: str, causal: bool, qk_sca
         attn_fwd_ws[grid](*descs, lse, dims.heads_q, dims.group, dims.len_q, dims.len_k, n_items, qk_scale,
                           float(o_scale), BLOCK_N=block_n, STAGES=stages, NC=consumers, CAUSAL=bool(causal),
                           CONSUMER_REGS=regs, V_T=fp8, PINGPONG=bool(pingpong), PERM_K=k_desc is not None,
-                          ROWSUM_MMA=rowsum, Q_BUFS=q_bufs, num_warps=4, maxnreg=maxnreg)
+                          ROWSUM_MMA=rowsum, Q_BUFS=q_bufs, ONE_LOOP=one_loop(dims, causal, fp8, config),
+                          num_warps=4, maxnreg=maxnreg)
     except GLUON_BUILD_ERRORS as exc:  # compile, ptxas or resource errors: not a launch failure
         gluon_build_failed(exc, _broken, "warp-specialised Gluon attention forward", "the Triton kernel")
         return False

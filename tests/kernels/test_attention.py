@@ -441,6 +441,49 @@ def test_two_q_buffers_only_where_measured_faster(block_d, causal, fp8, len_k, c
     assert attention_ws.q_buffers(block_d, causal, fp8, len_k, config, rowsum) == bufs
 
 
+@pytest.mark.parametrize(("d", "causal", "fp8", "len_k", "config", "expected"), [
+    (128, True, False, 512, None, True),  # measured: d128 L512 +5.3 %
+    (64, True, False, 512, None, True),  # d64 L512 +3.8 %
+    (128, True, False, 300, None, True),
+    (128, True, False, 513, None, False),  # L768 level, L1024 -2.1 %
+    (64, True, False, 768, None, False),  # -5.0 %
+    (128, False, False, 512, None, False),  # no mask: CONFIGS' config, one loop would mask every tile
+    (128, True, True, 512, None, False),  # fp8: not measured
+    (32, True, False, 512, None, False),  # no SHORT_CAUSAL_CONFIGS entry
+    (128, True, False, 512, (64, 2, 2, True, False), False),  # another config: not measured
+])
+def test_one_loop_only_where_measured_faster(d, causal, fp8, len_k, config, expected):
+    q = torch.empty(1, 1, len_k, d, dtype=torch.bfloat16)
+    dims = check_dims(q, q, q, "bhld", HEAD_DIMS)
+    config = config or attention_ws.default_config(dims, causal, fp8)
+    assert attention_ws.one_loop(dims, causal, fp8, config) is expected
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("d", "shape"), [
+    (128, (2, 16, 16, 512, 512, "bhld")),  # the measured case
+    (64, (2, 8, 2, 500, 512, "blhd")),  # GQA, a ragged query tail, rows past the diagonal offset
+    (128, (1, 4, 4, 600, 300, "bhld")),  # rows that see no key
+    (96, (3, 4, 1, 1, 513, "bhld")),  # one query row, a ragged key tail
+])
+def test_gluon_forward_one_loop_bitwise_gpu(d, shape, gen, monkeypatch):
+    """Every key tile through the row-bound masked softmax (ONE_LOOP) gives the two loops' outputs bitwise: a tile
+    that keeps every key gets the unmasked branch's bits from it, the scale being fused alike; and both match the
+    fp32 reference."""
+    _needs_gluon()
+    b, hq, hk, lq, lk, layout = shape
+    q, k, v = _qkv(b, hq, hk, lq, lk, d, layout, torch.bfloat16, "cuda", gen)
+    config = attention_ws.SHORT_CAUSAL_CONFIGS[attention_ws.padded_dim(d)]
+    runs = []
+    for one in (False, True):
+        monkeypatch.setattr(attention_ws, "one_loop", lambda *a, one=one: one)
+        runs.append(_gluon_forward(q, k, v, layout, True, config))
+    tag = f"seed={gen.initial_seed()} d={d} {shape}"
+    assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1]), tag
+    ref, ref_lse = attention_fp32(q, k, v, True, None, layout)
+    _assert_forward(runs[1][0], runs[1][1], ref, ref_lse, torch.bfloat16, tag)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize(("d", "causal", "config", "shape"), [
     (128, False, None, (4, 16, 4, 2000, 2100, "bhld")),  # the shipped case: ~8 row blocks a persistent program
