@@ -433,7 +433,8 @@ def _own_tiles(pb: Problem, r0, n_full, n_tiles, PINGPONG: gl.constexpr):
     ``n_tiles``.  Where :func:`_skips`, the row block's last tiles may lie wholly past the diagonal of the first
     consumer's rows, and those are skipped (their P would be all zeros: that alone leaves the result bitwise the
     same), and the later consumer's rows need no mask on some tiles the row block's first rows do (fewer tiles through
-    the masked softmax, whose unfused scale rounds differently: not bitwise the row block's count)."""
+    the masked softmax: with ``MASK_SCALED``, whose unfused scale rounds differently, not bitwise the row block's count;
+    the configs that skip take ``MASK_BOUND``, which gives a tile keeping every key the unmasked bits)."""
     if _skips(pb, PINGPONG):
         split, hi = pb.key_bounds(r0, ROWS)  # Problem.tile asked for the whole row block's, from m0
         n_own = gl.minimum(gl.maximum(gl.cdiv(hi, pb.BLOCK_N), 1), n_tiles)

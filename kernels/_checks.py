@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import os
 import warnings
 from dataclasses import dataclass
@@ -20,6 +21,19 @@ import triton.language as tl
 SUPPORTED_DTYPES: tuple[torch.dtype, ...] = (torch.float16, torch.bfloat16)
 LAYOUTS: tuple[str, ...] = ("bhld", "blhd")
 LOG2E = 1.4426950408889634
+
+
+def softmax_scale(head_dim: int, sm_scale: float | None) -> float:
+    """The softmax scale: 1 / sqrt(head_dim) by default.  Every kernel takes a row's maximum of the raw scores and
+    scales it (the scale folded into the exponential's argument), which is the maximum of the scaled scores only for
+    a scale >= 0: a negative or non-finite ``sm_scale`` is a ValueError (negate q for a negative one)."""
+    if sm_scale is None:
+        return 1.0 / math.sqrt(head_dim)
+    scale = float(sm_scale)
+    if not math.isfinite(scale) or scale < 0:
+        raise ValueError(f"sm_scale must be a finite number >= 0, got {sm_scale} (for a negative scale, negate q and "
+                         f"pass its absolute value)")
+    return scale
 
 
 def interpreting() -> bool:

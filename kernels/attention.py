@@ -14,8 +14,6 @@ see no key (causal with Lq > Lk) give a zero output and ``lse = +inf`` (the Flas
 
 from __future__ import annotations
 
-import math
-
 import torch
 import triton
 
@@ -34,6 +32,7 @@ from kernels._checks import (
     layout_strides,
     length_bucket,
     padded_dim,
+    softmax_scale,
     tma_ok,
 )
 
@@ -158,14 +157,16 @@ def attention_forward(
     dims = check_attention(q, k, v, layout, HEAD_DIMS)
     triton_options = config is not None or use_tma is not None
     _check_impl(impl, ("auto", "triton", "gluon"), triton_options)
-    scale = 1.0 / math.sqrt(dims.head_dim) if sm_scale is None else float(sm_scale)
+    scale = softmax_scale(dims.head_dim, sm_scale)
     out, lse = _prepare_out(dims, q, q.dtype, out, lse)
     # the eligibility checks (strides, device) only where the Gluon kernel is wanted: not on the Triton path
     wants_gluon = impl == "gluon" or (impl == "auto" and not triton_options and attention_ws.preferred(dims, causal))
-    gluon_ok = wants_gluon and attention_ws.eligible(q, k, v, out, dims.head_dim)
+    # the Gluon kernel scales a row's maximum of the raw scores and masks before scaling: a positive scale only
+    gluon_ok = wants_gluon and scale > 0 and attention_ws.eligible(q, k, v, out, dims.head_dim)
     if impl == "gluon" and not gluon_ok:
         raise ValueError(f"the Gluon forward cannot run these inputs ({attention_ws.status()}; it needs an sm_90 "
-                         f"GPU, fp16/bf16, head dim <= {attention_ws.MAX_HEAD_DIM} and 16-byte aligned strides)")
+                         f"GPU, fp16/bf16, head dim <= {attention_ws.MAX_HEAD_DIM}, 16-byte aligned strides and a "
+                         f"positive sm_scale)")
     if out.numel() == 0:
         return out, lse
     if dims.len_k == 0:  # nothing to attend to: zero output, lse = +inf; no launch
@@ -223,16 +224,16 @@ def attention_forward_fp8(
         raise ValueError(f"out_dtype must be bfloat16, float16 or float32, got {out_dtype}")
     triton_options = config is not None or use_tma is not None
     _check_impl(impl, ("auto", "triton", "gluon"), triton_options)
-    scale = 1.0 / math.sqrt(dims.head_dim) if sm_scale is None else float(sm_scale)
+    scale = softmax_scale(dims.head_dim, sm_scale)
     out, lse = _prepare_out(dims, q, out_dtype, out, lse)
     qk_scale = scale * LOG2E * float(q_scale) * float(k_scale)
     wants_gluon = impl == "gluon" or (impl == "auto" and not triton_options
                                       and attention_ws.preferred_fp8(dims, causal))
-    gluon_ok = wants_gluon and attention_ws.eligible_fp8(q, k, v, out, dims.head_dim, layout)
+    gluon_ok = wants_gluon and qk_scale > 0 and attention_ws.eligible_fp8(q, k, v, out, dims.head_dim, layout)
     if impl == "gluon" and not gluon_ok:
         raise ValueError(f"the Gluon fp8 forward cannot run these inputs ({attention_ws.status()}; it needs an "
                          f"sm_90 GPU, v stored position-contiguous, head dim {attention_ws.FP8_MIN_HEAD_DIM}.."
-                         f"{attention_ws.MAX_HEAD_DIM} and 16-byte aligned strides)")
+                         f"{attention_ws.MAX_HEAD_DIM}, 16-byte aligned strides and a positive softmax scale)")
     if out.numel() == 0:
         return out, lse
     if dims.len_k == 0:
@@ -289,7 +290,7 @@ def attention_backward(
     check_buffer("lse", lse, (dims.batch, dims.heads_q, dims.len_q), torch.float32, q.device, contiguous=True)
     if do.dtype != q.dtype:
         do = do.to(q.dtype)
-    scale = 1.0 / math.sqrt(dims.head_dim) if sm_scale is None else float(sm_scale)
+    scale = softmax_scale(dims.head_dim, sm_scale)
     dq = torch.empty_like(q, memory_format=torch.contiguous_format) if dq is None else dq
     dk = torch.empty_like(k, memory_format=torch.contiguous_format) if dk is None else dk
     dv = torch.empty_like(v, memory_format=torch.contiguous_format) if dv is None else dv

@@ -32,6 +32,7 @@ from kernels._checks import (
     padded_dim,
     set_triton_allocator,
     sm_count,
+    softmax_scale,
     tma_ok,
 )
 
@@ -231,7 +232,7 @@ def decode_attention(
     if impl == "gluon" and triton_options:
         raise ValueError("impl='gluon' takes no num_splits, block_n, num_warps, num_stages, use_tma or "
                          "fused_combine: they pick a Triton configuration (leave them out, or use impl='triton')")
-    scale = 1.0 / math.sqrt(dims.head_dim) if sm_scale is None else float(sm_scale)
+    scale = softmax_scale(dims.head_dim, sm_scale)
     if out is None:
         out = empty_like_layout(dims.batch, dims.heads_q, 1, dims.head_dim, layout, q)
     if tuple(out.shape) != tuple(q.shape) or out.dtype != q.dtype or out.device != q.device:

@@ -28,6 +28,8 @@
 #        cache ("no instruction" stalls) a lever there too?
 # call6: (an H200) call 3's A/B (kernels/_attn_fwd_ws_s25old.py again, only for this call), and this card model's
 #        baseline entries of the L512 causal forward rows re-made from two runs.
+# call7: after the review (a zero sm_scale left to the Triton forward, negative / non-finite scales refused): the
+#        attention GPU tests and the validation tests on the GPU.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -257,6 +259,12 @@ case $CALL in
     source kernels/device_lib.sh  # install_perfci
     install_perfci || exit 3
     baseline_l512_causal
+    ;;
+  call7)
+    timeout 240 python3 -m pytest tests/kernels/test_attention.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
+      | tail -4 | tee "${LOG}_gpu_tests_fwd.log"
+    timeout 150 python3 -m pytest tests/kernels/test_validation.py tests/kernels/test_attention.py -k "scale or rejects" \
+      -q -p no:cacheprovider -n 4 2>&1 | tail -3 | tee "${LOG}_scale_tests_cuda.log"
     ;;
   *) echo "unknown call $CALL"; exit 2 ;;
 esac

@@ -212,6 +212,31 @@ def test_custom_scale(device, gen):
     assert (lse.double() - ref_lse).abs().max().item() < 1e-2
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_zero_scale_is_uniform_attention(causal, device, gen):
+    """sm_scale 0: every kept key weighs the same (the Gluon forward, which masks a raw score to -inf before scaling
+    it, leaves it to the Triton kernel)."""
+    q, k, v = (_rand((1, 2, 40, 64), torch.float16, device, gen) for _ in range(3))
+    out, lse = attention_forward(q, k, v, causal, sm_scale=0.0)
+    ref, ref_lse = attention_fp32(q, k, v, causal, sm_scale=0.0, dtype=torch.float64)
+    assert rel_err(out, ref) < FWD_TOL[torch.float16]
+    assert (lse.double() - ref_lse).abs().max().item() < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [64, 128])
+def test_zero_scale_short_causal_gpu(d, gen):
+    """At a shape where "auto" prefers the Gluon forward (16-bit, causal, short keys: the row-bound mask), sm_scale 0
+    runs the Triton kernel and matches the reference; impl="gluon" refuses it."""
+    _needs_gluon()
+    q, k, v = _qkv(2, 4, 4, 512, 512, d, "bhld", torch.bfloat16, "cuda", gen)
+    out, lse = attention_forward(q, k, v, True, sm_scale=0.0)
+    ref, ref_lse = attention_fp32(q, k, v, True, 0.0, "bhld")
+    _assert_forward(out, lse, ref, ref_lse, torch.bfloat16, f"seed={gen.initial_seed()} d={d}")
+    with pytest.raises(ValueError, match="positive sm_scale"):
+        attention_forward(q, k, v, True, sm_scale=0.0, impl="gluon")
+
+
 @pytest.mark.parametrize("entry", ["forward", "fp8", "backward"])
 @pytest.mark.parametrize("option", ["config", "use_tma"])
 def test_gluon_refuses_triton_options(entry, option, device, gen):
@@ -447,8 +472,8 @@ def test_two_q_buffers_only_where_measured_faster(block_d, causal, fp8, len_k, c
     (128, True, False, 300, None, True),
     (128, True, False, 513, None, False),  # L768 level, L1024 -2.1 %
     (64, True, False, 768, None, False),  # -5.0 %
-    (128, False, False, 512, None, False),  # no mask: CONFIGS' config, one loop would mask every tile
-    (128, True, True, 512, None, False),  # fp8: not measured
+    (128, False, False, 512, (64, 3, 2, True, False), False),  # no mask: one loop would mask every tile
+    (128, True, True, 512, (64, 3, 2, True, False), False),  # fp8: not measured
     (32, True, False, 512, None, False),  # no SHORT_CAUSAL_CONFIGS entry
     (128, True, False, 512, (64, 2, 2, True, False), False),  # another config: not measured
 ])

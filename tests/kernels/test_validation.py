@@ -56,6 +56,19 @@ def test_backward_rejects_mismatched_grad(device):
         attention_backward(out, q, q, q, out, lse[:, :1])
 
 
+@pytest.mark.parametrize("sm_scale", [-0.125, float("nan"), float("inf")])
+def test_attention_rejects_negative_or_non_finite_scale(sm_scale, device):
+    """Every kernel scales a row's maximum of the raw scores, the maximum of the scaled ones only for a scale >= 0."""
+    q = _t(1, 2, 8, 64, device=device)
+    out, lse = attention_forward(q, q, q)
+    for call in (lambda: flash_attention(q, q, q, sm_scale=sm_scale),
+                 lambda: attention_forward(q, q, q, sm_scale=sm_scale),
+                 lambda: attention_backward(out, q, q, q, out, lse, sm_scale=sm_scale),
+                 lambda: decode_attention(q[:, :, :1], q, q, sm_scale=sm_scale)):
+        with pytest.raises(ValueError, match="sm_scale must be a finite number >= 0"):
+            call()
+
+
 def test_decode_rejects(device):
     q = _t(1, 4, 1, 64, device=device)
     k = _t(1, 3, 16, 64, device=device)
