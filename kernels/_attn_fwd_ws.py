@@ -253,10 +253,8 @@ def _softmax(s, m_i, l_i, rows, start_n, LK, diag, qk_scale, p_layout: gl.conste
         cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s.type.layout))
         if PERM_K:
             cols = _perm_key(cols)
-        if CAUSAL:
-            lim = gl.minimum(rows + (diag + 1 - start_n), LK - start_n)
-        else:
-            lim = gl.full([s.shape[0]], LK - start_n, gl.int32, gl.SliceLayout(1, s.type.layout))
+        gl.static_assert(CAUSAL, "MASK_BOUND is for the short causal configs (_mask_kind)")
+        lim = gl.minimum(rows + (diag + 1 - start_n), LK - start_n)
         s = gl.where(gl.expand_dims(cols, 0) < gl.expand_dims(lim, 1), s, float("-inf"))
         m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)  # the scale fused as below: a tile with every key kept
         m_use = gl.where(m_new == float("-inf"), 0.0, m_new)  # gives the unmasked branch's bits
@@ -514,27 +512,21 @@ def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale,
             mbarrier.arrive(sm.k_empty.index(j0 % STAGES), count=1)
             if n_own == 1:  # Q is read by no further score MMA of this row block
                 mbarrier.arrive(sm.q_empty.index(qi), count=1)
-            if ONE_LOOP:  # every tile through the masked softmax: one copy of the first step and of the loop
+            # with ONE_LOOP every tile goes through the masked softmax: no unmasked copy of the first step or loop
+            if not ONE_LOOP and n_full > 0:  # the first key tile needs no mask
+                p, _alpha0, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N, UNMASKED,
+                                                CAUSAL, dtype, pb.PERM_K, ROWSUM_MMA)
+            else:  # diagonal, ragged tail, or no key at all for some rows
                 p, _alpha0, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N, MASK,
-                                          CAUSAL, dtype, pb.PERM_K, ROWSUM_MMA)
-                p = _carried_p(p, dtype, pb.PERM_K)
-                o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, 1, n_own, n_own, sm, which, qi, s_zero, rows, LK,
-                                        diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES, MASK, CAUSAL, V_T, NC,
-                                        PINGPONG, pb.PERM_K, ROWSUM_MMA)
-            else:
-                if n_full > 0:  # the first key tile needs no mask
-                    p, _alpha0, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N,
-                                                    UNMASKED, CAUSAL, dtype, pb.PERM_K, ROWSUM_MMA)
-                else:  # diagonal, ragged tail, or no key at all for some rows
-                    p, _alpha0, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N,
-                                                    MASK, CAUSAL, dtype, pb.PERM_K, ROWSUM_MMA)
-                p = _carried_p(p, dtype, pb.PERM_K)
+                                                CAUSAL, dtype, pb.PERM_K, ROWSUM_MMA)
+            p = _carried_p(p, dtype, pb.PERM_K)
+            if not ONE_LOOP:
                 o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, 1, n_full, n_own, sm, which, qi, s_zero, rows, LK,
                                         diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES, UNMASKED, CAUSAL, V_T,
                                         NC, PINGPONG, pb.PERM_K, ROWSUM_MMA)
-                o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, gl.maximum(n_full, 1), n_own, n_own, sm, which, qi,
-                                        s_zero, rows, LK, diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES, MASK,
-                                        CAUSAL, V_T, NC, PINGPONG, pb.PERM_K, ROWSUM_MMA)
+            o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, 1 if ONE_LOOP else gl.maximum(n_full, 1), n_own, n_own, sm,
+                                    which, qi, s_zero, rows, LK, diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES,
+                                    MASK, CAUSAL, V_T, NC, PINGPONG, pb.PERM_K, ROWSUM_MMA)
             last = (j0 + n_own - 1) % STAGES
             mbarrier.wait(sm.v_ready.index(last), ((j0 + n_own - 1) // STAGES) & 1)
             _turn_wait(sm, which, g0 + n_tiles, PINGPONG)

@@ -17,3 +17,21 @@ install_perfci() {  # the carried wheels (.whl: nvtx, plotly) into /tmp/site, pe
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1 \
     && export PYTHONPATH=/tmp/site:. && python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
 }
+
+suite() {  # the kernel suite (tests/perf: flash, decode, matmul, the 256 MB copy) into $OUT/perf.json, and its table
+  timeout 270 python3 -m pytest tests/perf/test_flash.py tests/perf/test_decode.py tests/perf/test_matmul.py \
+    "tests/perf/test_torch_ops.py::test_copy_256mb" -q -p no:cacheprovider --benchmark-json="$OUT/perf.json" \
+    > "${LOG}_perf_suite.log" 2>&1
+  echo "perf suite rc=$?"
+  tail -3 "${LOG}_perf_suite.log"
+  [ -f "$OUT/perf.json" ] && python3 -m kernels.tune --perf-json "$OUT/perf.json" | tee "${LOG}_perf_suite_table.txt"
+}
+
+baseline_update() {  # SELECTOR NAME: this card model's entries of the test_flash.py rows matching the -k SELECTOR,
+  # re-made from two runs (log ${LOG}_baseline_update_NAME.log), and baselines/ as $OUT/baseline_$GPU_TAG.tgz
+  timeout 170 perfci baseline update tests/perf/test_flash.py -k "$1" --runs 2 --force --results-dir /tmp/bl \
+    > "${LOG}_baseline_update_$2.log" 2>&1
+  echo "baseline update rc=$?"
+  tail -8 "${LOG}_baseline_update_$2.log"
+  tar -czf "$OUT/baseline_${GPU_TAG}.tgz" baselines/
+}

@@ -330,29 +330,13 @@ for b, seq, d, causal in [(32, 512, 128, True), (16, 768, 128, True), (32, 512, 
         for n, ms in t.items()), flush=True)
 PY
 
-suite() {  # the kernel suite and its table
-  timeout 270 python3 -m pytest tests/perf/test_flash.py tests/perf/test_decode.py tests/perf/test_matmul.py \
-    "tests/perf/test_torch_ops.py::test_copy_256mb" -q -p no:cacheprovider --benchmark-json="$OUT/perf.json" \
-    > "${LOG}_perf_suite.log" 2>&1
-  echo "perf suite rc=$?"
-  tail -3 "${LOG}_perf_suite.log"
-  [ -f "$OUT/perf.json" ] && python3 -m kernels.tune --perf-json "$OUT/perf.json" | tee "${LOG}_perf_suite_table.txt"
-}
-
-baseline_l512_causal() {  # this card model's entries of the L512 causal forward rows, from two runs
-  timeout 150 perfci baseline update tests/perf/test_flash.py -k "test_flash_forward and L512 and causal" --runs 2 \
-    --force --results-dir /tmp/bl > "${LOG}_baseline_update_l512_causal.log" 2>&1
-  echo "baseline update rc=$?"
-  tail -8 "${LOG}_baseline_update_l512_causal.log"
-  tar -czf "$OUT/baseline_${GPU_TAG}.tgz" baselines/
-}
+source kernels/device_lib.sh  # suite, baseline_update, install_perfci
 
 case $CALL in
   call1)
-    source kernels/device_lib.sh  # install_perfci
     install_perfci || exit 3
     suite
-    baseline_l512_causal
+    baseline_update "test_flash_forward and L512 and causal" l512_causal
     ;;
   call2)
     timeout 240 python3 /tmp/s24/ab_bounds.py 4 2>&1 | tee "${LOG}_ab_bounds.log"
@@ -381,9 +365,8 @@ case $CALL in
     ;;
   call6)
     [ "$GPU_TAG" = h200 ] || { echo "not an H200: nothing to do"; exit 0; }
-    source kernels/device_lib.sh  # install_perfci
     install_perfci || exit 3
-    baseline_l512_causal
+    baseline_update "test_flash_forward and L512 and causal" l512_causal
     mkdir -p /tmp/s24/traces
     timeout 120 python3 /tmp/s24/kernels_seen.py /tmp/s24/traces 2>&1 | grep -v Warn | tee "${LOG}_kernels_seen.log"
     ;;

@@ -30,6 +30,8 @@
 #        baseline entries of the L512 causal forward rows re-made from two runs.
 # call7: after the review (a zero sm_scale left to the Triton forward, negative / non-finite scales refused): the
 #        attention GPU tests and the validation tests on the GPU.
+# call8: after the review of the sessions' diff (the consumer's one-loop branch folded into the two-loop code, SASS
+#        identical offline; the tests' bitwise-either-way helper): the forward GPU tests that changed.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -208,22 +210,7 @@ for _ in range(3):
 torch.cuda.synchronize()
 PY
 
-suite() {  # the kernel suite and its table
-  timeout 270 python3 -m pytest tests/perf/test_flash.py tests/perf/test_decode.py tests/perf/test_matmul.py \
-    "tests/perf/test_torch_ops.py::test_copy_256mb" -q -p no:cacheprovider --benchmark-json="$OUT/perf.json" \
-    > "${LOG}_perf_suite.log" 2>&1
-  echo "perf suite rc=$?"
-  tail -3 "${LOG}_perf_suite.log"
-  [ -f "$OUT/perf.json" ] && python3 -m kernels.tune --perf-json "$OUT/perf.json" | tee "${LOG}_perf_suite_table.txt"
-}
-
-baseline_l512_causal() {  # this card model's entries of the L512 causal forward rows, from two runs
-  timeout 170 perfci baseline update tests/perf/test_flash.py -k "test_flash_forward and L512 and causal" --runs 2 \
-    --force --results-dir /tmp/bl > "${LOG}_baseline_update_l512_causal.log" 2>&1
-  echo "baseline update rc=$?"
-  tail -8 "${LOG}_baseline_update_l512_causal.log"
-  tar -czf "$OUT/baseline_${GPU_TAG}.tgz" baselines/
-}
+source kernels/device_lib.sh  # suite, baseline_update, install_perfci
 
 case $CALL in
   call1)
@@ -239,10 +226,9 @@ case $CALL in
       | tail -6 | tee "${LOG}_gpu_tests_fwd.log"
     ;;
   call4)
-    source kernels/device_lib.sh  # install_perfci
     install_perfci || exit 3
     suite
-    baseline_l512_causal
+    baseline_update "test_flash_forward and L512 and causal" l512_causal
     ;;
   call5)
     for v in full causal; do
@@ -256,15 +242,18 @@ case $CALL in
   call6)
     [ "$GPU_TAG" = h200 ] || { echo "not an H200: nothing to do"; exit 0; }
     timeout 200 python3 /tmp/s25/ab_new.py 3 2>&1 | tee "${LOG}_ab_new.log"
-    source kernels/device_lib.sh  # install_perfci
     install_perfci || exit 3
-    baseline_l512_causal
+    baseline_update "test_flash_forward and L512 and causal" l512_causal
     ;;
   call7)
     timeout 240 python3 -m pytest tests/kernels/test_attention.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
       | tail -4 | tee "${LOG}_gpu_tests_fwd.log"
     timeout 150 python3 -m pytest tests/kernels/test_validation.py tests/kernels/test_attention.py -k "scale or rejects" \
       -q -p no:cacheprovider -n 4 2>&1 | tail -3 | tee "${LOG}_scale_tests_cuda.log"
+    ;;
+  call8)
+    timeout 200 python3 -m pytest tests/kernels/test_attention.py -m gpu -k "bitwise or zero_scale or configs_gpu" -q \
+      -p no:cacheprovider -n 8 2>&1 | tail -3 | tee "${LOG}_gpu_tests_fwd.log"
     ;;
   *) echo "unknown call $CALL"; exit 2 ;;
 esac

@@ -496,16 +496,22 @@ def test_gluon_forward_one_loop_bitwise_gpu(d, shape, gen, monkeypatch):
     that keeps every key gets the unmasked branch's bits from it, the scale being fused alike; and both match the
     fp32 reference."""
     _needs_gluon()
+    config = attention_ws.SHORT_CAUSAL_CONFIGS[attention_ws.padded_dim(d)]
+    _bitwise_either_way(monkeypatch, "one_loop", (False, True), d, True, config, shape, gen)
+
+
+def _bitwise_either_way(monkeypatch, rule: str, values, d, causal, config, shape, gen):
+    """attention_ws.forward with ``attention_ws.<rule>`` returning each of two ``values``: the outputs bitwise the
+    same, and the second's matching the fp32 reference."""
     b, hq, hk, lq, lk, layout = shape
     q, k, v = _qkv(b, hq, hk, lq, lk, d, layout, torch.bfloat16, "cuda", gen)
-    config = attention_ws.SHORT_CAUSAL_CONFIGS[attention_ws.padded_dim(d)]
     runs = []
-    for one in (False, True):
-        monkeypatch.setattr(attention_ws, "one_loop", lambda *a, one=one: one)
-        runs.append(_gluon_forward(q, k, v, layout, True, config))
-    tag = f"seed={gen.initial_seed()} d={d} {shape}"
+    for value in values:
+        monkeypatch.setattr(attention_ws, rule, lambda *a, value=value: value)
+        runs.append(_gluon_forward(q, k, v, layout, causal, config))
+    tag = f"seed={gen.initial_seed()} d={d} {config} causal={causal} {shape}"
     assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1]), tag
-    ref, ref_lse = attention_fp32(q, k, v, True, None, layout)
+    ref, ref_lse = attention_fp32(q, k, v, causal, None, layout)
     _assert_forward(runs[1][0], runs[1][1], ref, ref_lse, torch.bfloat16, tag)
 
 
@@ -520,16 +526,7 @@ def test_gluon_forward_two_q_buffers_bitwise_gpu(d, causal, config, shape, gen, 
     of one, bitwise, at shapes where each persistent program runs several row blocks (both buffers in turn, their
     barriers through several phases), and match the fp32 reference."""
     _needs_gluon()
-    b, hq, hk, lq, lk, layout = shape
-    q, k, v = _qkv(b, hq, hk, lq, lk, d, layout, torch.bfloat16, "cuda", gen)
-    runs = []
-    for bufs in (1, 2):
-        monkeypatch.setattr(attention_ws, "q_buffers", lambda *a, n=bufs: n)
-        runs.append(_gluon_forward(q, k, v, layout, causal, config))
-    tag = f"seed={gen.initial_seed()} d={d} {config} causal={causal} {shape}"
-    assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1]), tag
-    ref, ref_lse = attention_fp32(q, k, v, causal, None, layout)
-    _assert_forward(runs[1][0], runs[1][1], ref, ref_lse, torch.bfloat16, tag)
+    _bitwise_either_way(monkeypatch, "q_buffers", (1, 2), d, causal, config, shape, gen)
 
 
 @pytest.mark.gpu
