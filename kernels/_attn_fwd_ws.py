@@ -1,7 +1,9 @@
 """Warp-specialised FlashAttention forward for Hopper, written in Gluon (bf16/fp16, and fp8 e4m3).
 
 Work items of (NC·64 query rows, batch·head), one head's row blocks after another; when causal an item is a
-pair of row blocks, k and n_m - 1 - k (the heavier first), so every item has the same number of key tiles.
+pair of row blocks, k and n_m - 1 - k (the heavier first), so every item has the same number of key tiles; with
+``LPT`` (a grid of one program an item) the last batch·heads' row blocks are items of their own, heaviest first, so
+that the grid's last wave is made of light ones.
 A program loops over items ``pid, pid + grid, ...`` (persistent with one program per SM, or one item per
 program), with partitions sharing one K/V ring in shared memory:
 
@@ -93,6 +95,10 @@ class Problem:
     LK: gl.tensor
     n_m: gl.tensor  # row blocks per head
     n_items: gl.tensor  # work items: row blocks (pairs of them when causal) x batch·heads
+    # with LPT (causal, one program an item): the first n_pair_items items are pairs of the first batch·heads; the
+    # rest are the last lpt_heads batch·heads' row blocks one at a time, heaviest first across those heads
+    n_pair_items: gl.tensor
+    lpt_heads: gl.tensor
     BLOCK_N: gl.constexpr
     NC: gl.constexpr
     CAUSAL: gl.constexpr
@@ -105,21 +111,28 @@ class Problem:
     # every key tile of a row block through one loop of the masked softmax (one copy of its code a consumer instead
     # of the unmasked and masked first steps and loops): only where _skips (the short causal configs)
     ONE_LOOP: gl.constexpr
+    LPT: gl.constexpr  # the causal items end in single row blocks, heaviest first (n_pair_items, lpt_heads)
 
     @gluon.constexpr_function
-    def __init__(self, HQ, GROUP, LQ, LK, n_m, n_items, BLOCK_N, NC, CAUSAL, PERM_K, ROWSUM_MMA, ONE_LOOP):
+    def __init__(self, HQ, GROUP, LQ, LK, n_m, n_items, n_pair_items, lpt_heads, BLOCK_N, NC, CAUSAL, PERM_K,
+                 ROWSUM_MMA, ONE_LOOP, LPT):
         self.HQ, self.GROUP, self.LQ, self.LK, self.n_m, self.n_items = HQ, GROUP, LQ, LK, n_m, n_items
+        self.n_pair_items, self.lpt_heads = n_pair_items, lpt_heads
         self.BLOCK_N, self.NC, self.CAUSAL = gl.constexpr(BLOCK_N), gl.constexpr(NC), gl.constexpr(CAUSAL)
         self.PERM_K, self.ROWSUM_MMA = gl.constexpr(PERM_K), gl.constexpr(ROWSUM_MMA)
-        self.ONE_LOOP = gl.constexpr(ONE_LOOP)
+        self.ONE_LOOP, self.LPT = gl.constexpr(ONE_LOOP), gl.constexpr(LPT)
 
     @gluon.jit
     def sides(self, u):
         """Row blocks in work item u: causal items pair row block k with n_m - 1 - k (equal work: k + 1 and
-        n_m - k key tiles), so items weigh the same; the middle block of an odd count is alone."""
+        n_m - k key tiles), so items weigh the same; the middle block of an odd count is alone, and so is each of
+        LPT's single row blocks."""
         if self.CAUSAL:
             k = u % gl.cdiv(self.n_m, 2)
-            return gl.where(2 * k + 1 == self.n_m, 1, 2)
+            if self.LPT:
+                return gl.where((u >= self.n_pair_items) | (2 * k + 1 == self.n_m), 1, 2)
+            else:
+                return gl.where(2 * k + 1 == self.n_m, 1, 2)
         else:
             return gl.to_tensor(1)
 
@@ -133,6 +146,12 @@ class Problem:
             bh = u // n_pairs
             k = u % n_pairs
             pid_m = gl.where(side == 0, self.n_m - 1 - k, k)
+            if self.LPT:  # single row blocks: lpt_heads of one height, then those one lower, ...
+                r = gl.maximum(u - self.n_pair_items, 0)
+                lpt = gl.maximum(self.lpt_heads, 1)
+                single = u >= self.n_pair_items
+                bh = gl.where(single, self.n_pair_items // n_pairs + r % lpt, bh)
+                pid_m = gl.where(single, self.n_m - 1 - r // lpt, pid_m)
         else:
             bh = u // self.n_m
             pid_m = u % self.n_m
@@ -575,17 +594,21 @@ def _consumer2(o_desc, LSE, sm: Smem, pb: Problem, qk_scale, o_scale, STAGES: gl
 
 
 @gluon.jit
-def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_items, qk_scale, o_scale,
-                BLOCK_N: gl.constexpr, STAGES: gl.constexpr, NC: gl.constexpr, CAUSAL: gl.constexpr,
+def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_items, n_pair_items, lpt_heads, qk_scale,
+                o_scale, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, NC: gl.constexpr, CAUSAL: gl.constexpr,
                 CONSUMER_REGS: gl.constexpr, V_T: gl.constexpr, PINGPONG: gl.constexpr, PERM_K: gl.constexpr,
-                ROWSUM_MMA: gl.constexpr = False, Q_BUFS: gl.constexpr = 1, ONE_LOOP: gl.constexpr = False):
+                ROWSUM_MMA: gl.constexpr = False, Q_BUFS: gl.constexpr = 1, ONE_LOOP: gl.constexpr = False,
+                LPT: gl.constexpr = False):
     """q/k/o_desc: host tensor descriptors over (B, H, L, HEAD_DIM) with [1, 1, rows, BLOCK_D] boxes (64 rows
     for q and o, BLOCK_N for k); v_desc the same as k's, or with ``V_T`` over (B, H, HEAD_DIM, L) with
     [1, 1, BLOCK_D, BLOCK_N] boxes (V stored position-contiguous: required for fp8).  Q/K/V fp16, bf16 or
     fp8 e4m3 (P is rounded to their type for the P·V product); the output of o_desc's type (fp8 inputs: bf16,
     fp16 or fp32) is multiplied by ``o_scale`` (the fp8 V descale; 1.0 otherwise).  LSE (B, HQ, LQ) float32;
     NC consumer warpgroups; ``n_items`` work items over the grid: cdiv(LQ, NC * 64) row blocks per batch·head,
-    or cdiv(that, 2) pairs of them when causal.  ``ROWSUM_MMA``: the softmax's row sums by wgmma
+    or cdiv(that, 2) pairs of them when causal; with ``LPT`` (causal, one program an item) the first
+    ``n_pair_items`` are such pairs and the rest the last ``lpt_heads`` batch·heads' row blocks singly, heaviest
+    first across those heads (the hardware hands programs to SMs in order: a longest-first schedule for the tail of
+    the grid; else the two are ignored).  ``ROWSUM_MMA``: the softmax's row sums by wgmma
     (``Problem.ROWSUM_MMA``).  ``Q_BUFS``: Q buffers a consumer; with two the loader loads the next row block's Q,
     then its first K/V tiles, while the consumers still work on the current one, instead of waiting for their last
     score product of it (32 KB more shared memory at BLOCK_D 128).  ``ONE_LOOP``: ``Problem.ONE_LOOP`` (the short
@@ -594,8 +617,8 @@ def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_items,
     BLOCK_D: gl.constexpr = q_desc.block_type.shape[3]
     # to_tensor: Triton passes integer arguments equal to 1 as constants
     pb = Problem(gl.to_tensor(HQ), gl.to_tensor(GROUP), gl.to_tensor(LQ), gl.to_tensor(LK),
-                 gl.to_tensor(gl.cdiv(LQ, NC * ROWS)), gl.to_tensor(n_items), BLOCK_N, NC, CAUSAL, PERM_K,
-                 ROWSUM_MMA, ONE_LOOP)
+                 gl.to_tensor(gl.cdiv(LQ, NC * ROWS)), gl.to_tensor(n_items), gl.to_tensor(n_pair_items),
+                 gl.to_tensor(lpt_heads), BLOCK_N, NC, CAUSAL, PERM_K, ROWSUM_MMA, ONE_LOOP, LPT)
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BLOCK_D], dtype)
     o_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BLOCK_D], o_desc.dtype)
     k_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_D], dtype)

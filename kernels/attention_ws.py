@@ -88,12 +88,24 @@ SHORT_QUERY_MAX_LEN = 2048  # measured at 1024 (two consumers faster or equal) a
 # dims <= 32 keep the Triton kernel (d32 L512 0.059 against 0.073).  Head dims 33-63 (padded) were not timed.
 SHORT_CAUSAL_CONFIGS: dict[int, Config] = {128: (64, 3, 2, True, False), 64: (64, 3, 2, True, False)}
 SHORT_CAUSAL_MAX_LEN = 2048  # d128 measured at 512 (64-key tiles faster) and 4096 (slower); d64 at 512-2048
+# 16-bit causal attention from LONG_CAUSAL_MIN_LEN queries: BLOCK_D -> config.  Padded head dim 64 on three consumers
+# with ping-pong turns (and so ROWSUM_MMA), 192-row blocks ending in LPT's single row blocks (kernels/NOTES.md session
+# 26, H100 GPU-b093ffc6: L16384 1.183 against 1.289 ms on CONFIGS' two consumers, 1.077x cuDNN; at L4096 6 % slower:
+# 4096 = 21 * 192 + 64 rows, so two of the last row block's consumers compute rows past the end, 6 % of the work).
+LONG_CAUSAL_CONFIGS: dict[int, Config] = {64: (128, 2, 3, False, True)}
+LONG_CAUSAL_MIN_LEN = 8192
 # Up to ONE_LOOP_MAX_KEYS keys, 16-bit inputs on SHORT_CAUSAL_CONFIGS' config run every key tile through one loop of
 # the masked softmax (the kernel's ONE_LOOP: a third fewer instructions; the instruction cache stalled the two-loop
 # build 0.92 of its 7.01 cycles an issued instruction at d64 L512, kernels/NOTES.md session 24).  H100 GPU-d45bb197
 # (session 25, call 2), against two loops with the same row-bound mask: d64 L512 +3.8 %, L768 -5.0 %, L1024 -8.9 %;
 # d128 L512 +5.3 %, L768 +0.3 %, L1024 -2.1 %.
 ONE_LOOP_MAX_KEYS = 512
+# A causal grid of one program an item ends in single row blocks, heaviest first (lpt_heads): about this many an SM.
+# Causal pairs weigh the same, so the last wave of them leaves SMs idle (the suite's shapes: 1024 pairs, 7.76 waves on
+# 132 SMs; 33 heads, 16 whole waves, ran 1.3 % (d64) and 4.3 % (d128) more TFLOPS on one H100, kernels/NOTES.md
+# session 26).
+LPT_SINGLES_PER_SM = 2
+LPT_FP8 = True  # fp8 causal d128 L4096 / L16384 +1.2 / +2.5 % (call 6; with 512-1024 single row blocks -5-6 %, call 1)
 FP8_MIN_HEAD_DIM = 64  # fp8 wgmma reads 32-byte K steps; smaller head dims keep the Triton kernel
 # consumers -> (registers per consumer thread after setmaxnreg, launch-time maxnreg): 4 + 4 * consumers warps
 # share the 64K register file; the loader warpgroup keeps 24 per thread.
@@ -254,12 +266,15 @@ def _permuted_k_descriptor(k: torch.Tensor, layout: str, dims: AttnDims, rows: i
 def default_config(dims: AttnDims, causal: bool, fp8: bool, permuted_k: bool = True) -> Config:
     """The configuration :func:`forward` runs without an explicit one: ``CONFIGS`` / ``FP8_CONFIGS`` by padded
     head dim and mask, for 16-bit causal attention over fewer than ``SHORT_CAUSAL_MAX_LEN`` keys the
-    ``SHORT_CAUSAL_CONFIGS`` entry where there is one, and the ``TWO_CONSUMER_CONFIGS`` one over fewer than
+    ``SHORT_CAUSAL_CONFIGS`` entry where there is one, from ``LONG_CAUSAL_MIN_LEN`` queries the
+    ``LONG_CAUSAL_CONFIGS`` one, and the ``TWO_CONSUMER_CONFIGS`` one over fewer than
     ``SHORT_QUERY_MAX_LEN`` queries or for fp8 whose K cannot be read permuted (``permuted_k`` False: P is then
     exchanged between threads and carried in fp32, and three consumers spill 804 bytes, offline build)."""
     block_d = padded_dim(dims.head_dim)
     if not fp8 and causal and dims.len_k < SHORT_CAUSAL_MAX_LEN and block_d in SHORT_CAUSAL_CONFIGS:
         return SHORT_CAUSAL_CONFIGS[block_d]
+    if not fp8 and causal and dims.len_q >= LONG_CAUSAL_MIN_LEN and block_d in LONG_CAUSAL_CONFIGS:
+        return LONG_CAUSAL_CONFIGS[block_d]
     two_consumers = dims.len_q < SHORT_QUERY_MAX_LEN or (fp8 and not permuted_k)
     if two_consumers and (block_d, bool(causal), fp8) in TWO_CONSUMER_CONFIGS:
         return TWO_CONSUMER_CONFIGS[(block_d, bool(causal), fp8)]
@@ -272,11 +287,26 @@ def one_loop(dims: AttnDims, causal: bool, fp8: bool, config: Config) -> bool:
     return causal and not fp8 and dims.len_k <= ONE_LOOP_MAX_KEYS and short is not None and tuple(config) == short
 
 
-def work_items(dims: AttnDims, causal: bool, consumers: int) -> int:
-    """The kernel's work items: row blocks of NC * 64 queries per batch·head, paired (first with last, ...)
-    when causal so that every item has the same number of key tiles."""
+def lpt_heads(dims: AttnDims, causal: bool, fp8: bool, config: Config, sms: int) -> int:
+    """How many of the last batch·heads run their row blocks singly, heaviest first across them, at the end of a
+    causal grid of one program an item (the kernel's ``LPT``): enough for about ``LPT_SINGLES_PER_SM`` row blocks an
+    SM, so that the light ones fill the last wave; 0 (pairs only) for persistent configs, whose programs take items
+    in a fixed order, and without a mask (every item one row block).  fp8 too while ``LPT_FP8``."""
+    if not causal or config[3] or (fp8 and not LPT_FP8):
+        return 0
+    row_blocks = triton.cdiv(dims.len_q, ROWS * config[2])
+    return min(dims.batch * dims.heads_q, triton.cdiv(LPT_SINGLES_PER_SM * sms, row_blocks))
+
+
+def work_items(dims: AttnDims, causal: bool, consumers: int, lpt: int = 0) -> tuple[int, int]:
+    """The kernel's work items and how many of them are pairs: row blocks of NC * 64 queries per batch·head, paired
+    (first with last, ...) when causal so that every item has the same number of key tiles, but for the last
+    ``lpt`` batch·heads' row blocks (:func:`lpt_heads`), which are items of their own."""
     row_blocks = triton.cdiv(dims.len_q, ROWS * consumers)
-    return (triton.cdiv(row_blocks, 2) if causal else row_blocks) * dims.batch * dims.heads_q
+    if not causal:
+        return row_blocks * dims.batch * dims.heads_q, 0
+    pairs = triton.cdiv(row_blocks, 2) * (dims.batch * dims.heads_q - lpt)
+    return pairs + row_blocks * lpt, pairs
 
 
 def forward(q, k, v, out, lse, dims: AttnDims, layout: str, causal: bool, qk_scale: float,
@@ -298,16 +328,18 @@ def forward(q, k, v, out, lse, dims: AttnDims, layout: str, causal: bool, qk_sca
              k_desc or descriptor(k, layout, b, dims.heads_kv, dims.len_k, d, block_n),
              descriptor(v, layout, b, dims.heads_kv, dims.len_k, d, block_n, transposed=fp8),
              descriptor(out, layout, b, dims.heads_q, dims.len_q, d, ROWS))
-    n_items = work_items(dims, causal, consumers)
-    grid = (min(n_items, sm_count(q.device, 1)) if persistent else n_items,)
+    sms = sm_count(q.device, 1)
+    lpt = lpt_heads(dims, causal, fp8, config, sms)
+    n_items, n_pair_items = work_items(dims, causal, consumers, lpt)
+    grid = (min(n_items, sms) if persistent else n_items,)
     rowsum = rowsum_mma(fp8, consumers)
     q_bufs = q_buffers(padded_dim(d), causal, fp8, dims.len_k, config, rowsum)
     try:
-        attn_fwd_ws[grid](*descs, lse, dims.heads_q, dims.group, dims.len_q, dims.len_k, n_items, qk_scale,
-                          float(o_scale), BLOCK_N=block_n, STAGES=stages, NC=consumers, CAUSAL=bool(causal),
-                          CONSUMER_REGS=regs, V_T=fp8, PINGPONG=bool(pingpong), PERM_K=k_desc is not None,
-                          ROWSUM_MMA=rowsum, Q_BUFS=q_bufs, ONE_LOOP=one_loop(dims, causal, fp8, config),
-                          num_warps=4, maxnreg=maxnreg)
+        attn_fwd_ws[grid](*descs, lse, dims.heads_q, dims.group, dims.len_q, dims.len_k, n_items, n_pair_items,
+                          max(lpt, 1), qk_scale, float(o_scale), BLOCK_N=block_n, STAGES=stages, NC=consumers,
+                          CAUSAL=bool(causal), CONSUMER_REGS=regs, V_T=fp8, PINGPONG=bool(pingpong),
+                          PERM_K=k_desc is not None, ROWSUM_MMA=rowsum, Q_BUFS=q_bufs,
+                          ONE_LOOP=one_loop(dims, causal, fp8, config), LPT=lpt > 0, num_warps=4, maxnreg=maxnreg)
     except GLUON_BUILD_ERRORS as exc:  # compile, ptxas or resource errors: not a launch failure
         gluon_build_failed(exc, _broken, "warp-specialised Gluon attention forward", "the Triton kernel")
         return False

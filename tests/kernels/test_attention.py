@@ -515,6 +515,60 @@ def _bitwise_either_way(monkeypatch, rule: str, values, d, causal, config, shape
     _assert_forward(runs[1][0], runs[1][1], ref, ref_lse, torch.bfloat16, tag)
 
 
+@pytest.mark.parametrize(("d", "causal", "fp8", "len_q", "config", "expected"), [
+    (128, True, False, 4096, None, 9),  # 32 row blocks a head: cdiv(2 * 132, 32) heads' row blocks singly
+    (128, True, False, 16384, None, 3),
+    (64, True, False, 16384, None, 4),  # LONG_CAUSAL_CONFIGS' three consumers: 86 row blocks of 192 rows
+    (128, True, False, 1024, (128, 2, 2, False, False), 16),  # capped at the batch·heads
+    (128, False, False, 4096, None, 0),  # no mask: items of one row block, equal work
+    (128, True, True, 4096, None, 9),  # fp8 alike (LPT_FP8)
+    (128, False, True, 4096, None, 0),
+    (128, True, False, 1024, None, 0),  # SHORT_CAUSAL_CONFIGS' persistent grid takes items in a fixed order
+])
+def test_lpt_heads_rule(d, causal, fp8, len_q, config, expected):
+    q = torch.empty(1, 16, len_q, d, dtype=torch.bfloat16)
+    dims = check_dims(q, q, q, "bhld", HEAD_DIMS)
+    config = config or attention_ws.default_config(dims, causal, fp8)
+    lpt = attention_ws.lpt_heads(dims, causal, fp8, config, 132)
+    assert lpt == expected
+    n_items, n_pairs = attention_ws.work_items(dims, causal, config[2], lpt)
+    row_blocks = -(-len_q // (64 * config[2]))
+    if causal:  # every row block once: pairs of the first heads, the last heads' blocks singly
+        assert n_pairs == (16 - lpt) * -(-row_blocks // 2) and n_items == n_pairs + lpt * row_blocks
+    else:
+        assert (n_items, n_pairs) == (16 * row_blocks, 0)
+
+
+def test_long_causal_config_rule():
+    """Head dim 64 with a causal mask takes three consumers from LONG_CAUSAL_MIN_LEN queries, and keeps CONFIGS'
+    two below (where the last 192-row block's idle consumers cost more); fp8 and other head dims keep theirs."""
+    def config(d, len_q, causal=True, fp8=False):
+        q = torch.empty(1, 1, len_q, d, dtype=torch.bfloat16)
+        return attention_ws.default_config(check_dims(q, q, q, "bhld", HEAD_DIMS), causal, fp8)
+
+    long = attention_ws.LONG_CAUSAL_MIN_LEN
+    assert config(64, long) == config(48, long) == attention_ws.LONG_CAUSAL_CONFIGS[64]
+    assert config(64, long - 1) == attention_ws.CONFIGS[(64, True)]
+    assert config(128, long) == attention_ws.CONFIGS[(128, True)]
+    assert config(64, long, fp8=True) == attention_ws.FP8_CONFIGS[(64, True)]
+    assert config(64, long, causal=False) == attention_ws.CONFIGS[(64, False)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("d", "config", "shape", "lpt"), [
+    (128, (128, 2, 2, False, False), (2, 8, 2, 1000, 1537, "blhd"), 5),  # GQA, the last 5 of 16 heads singly
+    (64, (128, 2, 3, False, True), (1, 4, 4, 600, 300, "bhld"), 4),  # three consumers, every head singly; rows
+    # that see no key
+    (128, (128, 2, 2, False, False), (3, 4, 1, 1, 513, "bhld"), 2),  # one query row: one row block a head
+    (96, (128, 2, 2, False, False), (2, 3, 3, 2100, 2100, "bhld"), 1),  # an odd count of row blocks
+])
+def test_gluon_forward_lpt_bitwise_gpu(d, config, shape, lpt, gen, monkeypatch):
+    """A causal grid ending in single row blocks, heaviest first (the kernel's LPT), gives the outputs of pairs
+    only, bitwise (each row block is computed alike, only by another program), and matches the fp32 reference."""
+    _needs_gluon()
+    _bitwise_either_way(monkeypatch, "lpt_heads", (0, lpt), d, True, config, shape, gen)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize(("d", "causal", "config", "shape"), [
     (128, False, None, (4, 16, 4, 2000, 2100, "bhld")),  # the shipped case: ~8 row blocks a persistent program
