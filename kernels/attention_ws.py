@@ -53,7 +53,8 @@ MAX_HEAD_DIM = 128
 # (kernels/NOTES.md, sessions 6 and 7, H100).  Padded head dim 64 without a mask: three consumers taking turns, 2
 # stages, from SHORT_QUERY_MAX_LEN queries (session 13, calls 9-10, H100, bf16 at head dim 64: +1.6 / +4.0 / +5.7 /
 # +5.1 % at L2048 / 4096 / 8192 / 16384 against two consumers, 0.98-1.02x cuDNN; call 12, H200: +1.2 / +3.6 % at
-# L4096 / 16384; with a causal mask three consumers lost 15 %; head dims 33-63 were not timed, only GPU-tested).
+# L4096 / 16384; with a causal mask three consumers lost 15 %, until session 26's grid tails: LONG_CAUSAL_CONFIGS;
+# head dims 33-63 were not timed, only GPU-tested).
 Config = tuple[int, int, int, bool, bool]
 CONFIGS: dict[tuple[int, bool], Config] = {
     (128, False): (128, 2, 2, True, False), (128, True): (128, 2, 2, False, False),
@@ -92,6 +93,7 @@ SHORT_CAUSAL_MAX_LEN = 2048  # d128 measured at 512 (64-key tiles faster) and 40
 # with ping-pong turns (and so ROWSUM_MMA), 192-row blocks ending in LPT's single row blocks (kernels/NOTES.md session
 # 26, H100 GPU-b093ffc6: L16384 1.183 against 1.289 ms on CONFIGS' two consumers, 1.077x cuDNN; at L4096 6 % slower:
 # 4096 = 21 * 192 + 64 rows, so two of the last row block's consumers compute rows past the end, 6 % of the work).
+# Head dims 33-63 (padded to 64) take it too, not timed.
 LONG_CAUSAL_CONFIGS: dict[int, Config] = {64: (128, 2, 3, False, True)}
 LONG_CAUSAL_MIN_LEN = 8192
 # Up to ONE_LOOP_MAX_KEYS keys, 16-bit inputs on SHORT_CAUSAL_CONFIGS' config run every key tile through one loop of
@@ -136,8 +138,9 @@ def q_buffers(block_d: int, causal: bool, fp8: bool, len_k: int, config: Config,
 def rowsum_mma(fp8: bool, consumers: int) -> bool:
     """Whether the kernel takes the softmax's row sums from the tensor cores (its ``ROWSUM_MMA``: P times a tile of
     ones beside the P·V product, instead of 62 FADDs a thread and step): for 16-bit inputs on three consumers (the
-    default configs give three to head dim 64 without a mask; an explicit three-consumer config with a causal mask
-    takes them too, unmeasured, and spills more: 816 against 224 B at d64, offline build).  H100, kernels/NOTES.md
+    default configs give three to head dim 64 without a mask, and with a causal mask from ``LONG_CAUSAL_MIN_LEN``
+    queries, where they spill 576 B against 64 B without a mask, offline build, and measured faster than the FADDs:
+    session 26, call 2, 1.09 against 1.06x the two-consumer config at L16384).  H100, kernels/NOTES.md
     session 16 (call 3), against the FADDs: bf16 d64 without a mask +8.0 %; with two consumers bf16 lost (d128
     -2.4 / -4.2 % full / causal, d64 causal -4.8 %, L512 -1.2 %).  Never for fp8: its P is rounded to e4m3 for the
     product (3 mantissa bits, values below 2^-9 flushed), and the lse of those sums missed the fp32 reference's by
@@ -291,10 +294,13 @@ def lpt_heads(dims: AttnDims, causal: bool, fp8: bool, config: Config, sms: int)
     """How many of the last batch·heads run their row blocks singly, heaviest first across them, at the end of a
     causal grid of one program an item (the kernel's ``LPT``): enough for about ``LPT_SINGLES_PER_SM`` row blocks an
     SM, so that the light ones fill the last wave; 0 (pairs only) for persistent configs, whose programs take items
-    in a fixed order, and without a mask (every item one row block).  fp8 too while ``LPT_FP8``."""
+    in a fixed order, without a mask (every item one row block), and where the pairs fit in one wave (no last wave
+    to fill; measured only on grids of several waves).  fp8 too while ``LPT_FP8``."""
     if not causal or config[3] or (fp8 and not LPT_FP8):
         return 0
     row_blocks = triton.cdiv(dims.len_q, ROWS * config[2])
+    if triton.cdiv(row_blocks, 2) * dims.batch * dims.heads_q <= sms:
+        return 0
     return min(dims.batch * dims.heads_q, triton.cdiv(LPT_SINGLES_PER_SM * sms, row_blocks))
 
 

@@ -26,6 +26,8 @@
 #        entry of the fp8 causal forward re-made from two runs.
 # (the module copies were removed after call 7: kernels/_attn_fwd_ws_s26lpt.py is fea73c3's kernel
 #  with docs/measurements/kernels_s26_fwd_lpt_copy.patch applied, _attn_fwd_ws_s26old.py with kernels_s26_fwd_old_copy.patch)
+# (calls 1-2 ran against fea73c3's host code, whose attention_ws.work_items returned one count; calls 3-7 against
+#  the tree's; call 8: after the review, the forward GPU tests of the tail and the configs)
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -313,6 +315,10 @@ case $CALL in
       | tail -3 | tee "${LOG}_gpu_tests_fwd.log"
     install_perfci || exit 3
     baseline_update "test_flash_forward_fp8 and causal" fp8_causal
+    ;;
+  call8)
+    timeout 200 python3 -m pytest tests/kernels/test_attention.py -m gpu -k "lpt or configs_gpu or one_loop" -q \
+      -p no:cacheprovider -n 8 2>&1 | tail -3 | tee "${LOG}_gpu_tests_fwd.log"
     ;;
   *) echo "unknown call $CALL"; exit 2 ;;
 esac

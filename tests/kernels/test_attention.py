@@ -519,8 +519,10 @@ def _bitwise_either_way(monkeypatch, rule: str, values, d, causal, config, shape
     (128, True, False, 4096, None, 9),  # 32 row blocks a head: cdiv(2 * 132, 32) heads' row blocks singly
     (128, True, False, 16384, None, 3),
     (64, True, False, 16384, None, 4),  # LONG_CAUSAL_CONFIGS' three consumers: 86 row blocks of 192 rows
-    (128, True, False, 1024, (128, 2, 2, False, False), 16),  # capped at the batch·heads
+    (128, True, False, 2048, None, 0),  # 128 pairs: one wave, no tail to fill
+    (128, True, False, 2176, None, 16),  # 144 pairs, 17 row blocks a head: cdiv(264, 17) = 16, all 16 heads
     (128, False, False, 4096, None, 0),  # no mask: items of one row block, equal work
+    (128, False, False, 4096, (128, 2, 2, False, False), 0),  # the same on one program an item
     (128, True, True, 4096, None, 9),  # fp8 alike (LPT_FP8)
     (128, False, True, 4096, None, 0),
     (128, True, False, 1024, None, 0),  # SHORT_CAUSAL_CONFIGS' persistent grid takes items in a fixed order
