@@ -128,11 +128,10 @@ class Problem:
         n_m - k key tiles), so items weigh the same; the middle block of an odd count is alone, and so is each of
         LPT's single row blocks."""
         if self.CAUSAL:
-            k = u % gl.cdiv(self.n_m, 2)
+            alone = 2 * (u % gl.cdiv(self.n_m, 2)) + 1 == self.n_m
             if self.LPT:
-                return gl.where((u >= self.n_pair_items) | (2 * k + 1 == self.n_m), 1, 2)
-            else:
-                return gl.where(2 * k + 1 == self.n_m, 1, 2)
+                alone = alone | (u >= self.n_pair_items)
+            return gl.where(alone, 1, 2)
         else:
             return gl.to_tensor(1)
 
@@ -268,20 +267,11 @@ def _softmax(s, m_i, l_i, rows, start_n, LK, diag, qk_scale, p_layout: gl.conste
     of ``UNMASKED``, ``MASK_SCALED``, ``MASK_BOUND`` (:func:`_mask_kind`).  With ``PERM_K`` the tile's keys sit in
     K's buffer in the order of :func:`_perm_key`.  With ``ROWSUM_MMA`` l is the row sums' wgmma accumulator, left
     to :func:`_steps`."""
-    if MASKED == MASK_BOUND:  # one compare a score, against its row's key bound (the tile's columns are constants)
+    if MASKED != UNMASKED:  # the tile's key offsets
         cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s.type.layout))
         if PERM_K:
             cols = _perm_key(cols)
-        gl.static_assert(CAUSAL, "MASK_BOUND is for the short causal configs (_mask_kind)")
-        lim = gl.minimum(rows + (diag + 1 - start_n), LK - start_n)
-        s = gl.where(gl.expand_dims(cols, 0) < gl.expand_dims(lim, 1), s, float("-inf"))
-        m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)  # the scale fused as below: a tile with every key kept
-        m_use = gl.where(m_new == float("-inf"), 0.0, m_new)  # gives the unmasked branch's bits
-        p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))
-    elif MASKED == MASK_SCALED:
-        cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s.type.layout))
-        if PERM_K:
-            cols = _perm_key(cols)
+    if MASKED == MASK_SCALED:
         cols = start_n + cols
         keep = gl.expand_dims(cols, 0) < LK
         if CAUSAL:
@@ -290,9 +280,15 @@ def _softmax(s, m_i, l_i, rows, start_n, LK, diag, qk_scale, p_layout: gl.conste
         m_new = gl.maximum(m_i, gl.max(s, 1))
         m_use = gl.where(m_new == float("-inf"), 0.0, m_new)  # no key yet: p = 0, alpha finite
         p = gl.exp2(s - gl.expand_dims(m_use, 1))
-    else:
+    else:  # the scale fused into the exponent; MASK_BOUND first masks, so a tile keeping every key gets these bits
+        if MASKED == MASK_BOUND:  # one compare a score, against its row's key bound (the columns are constants)
+            gl.static_assert(CAUSAL, "MASK_BOUND is for the short causal configs (_mask_kind)")
+            lim = gl.minimum(rows + (diag + 1 - start_n), LK - start_n)
+            s = gl.where(gl.expand_dims(cols, 0) < gl.expand_dims(lim, 1), s, float("-inf"))
         m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
         m_use = m_new
+        if MASKED == MASK_BOUND:  # a row with no key yet: p = 0, alpha finite
+            m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
         p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))
     alpha = gl.exp2(m_i - m_use)
     if not ROWSUM_MMA:

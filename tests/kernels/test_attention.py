@@ -269,6 +269,13 @@ def test_impl_choice_is_checked(device, gen):
     assert isinstance(attention_ws.status(), str) and attention_ws.status()
 
 
+def _dims(seq: int, d: int, heads: int = 1):
+    """AttnDims of one batch of ``heads`` bf16 heads, ``seq`` queries and keys (CPU tensors never filled), for the
+    routing and config rules."""
+    q = torch.empty(1, heads, seq, d, dtype=torch.bfloat16)
+    return check_dims(q, q, q, "bhld", HEAD_DIMS)
+
+
 @pytest.mark.parametrize(("d", "seq", "causal", "gluon"), [
     (128, 512, True, True), (128, 4096, False, True), (64, 512, False, True), (64, 512, True, True),
     (40, 1024, True, True), (64, 4096, True, True), (32, 1024, True, False), (24, 2047, True, False),
@@ -277,8 +284,7 @@ def test_auto_prefers_the_kernel_measured_faster(d, seq, causal, gluon):
     """"auto"'s routing rule (kernels/NOTES.md): Gluon at head dims <= 128, except causal at head dims <= 32
     with short keys (Triton measured faster there; padded head dim 64 runs short causal attention on 64-key tiles
     since session 23); head dims above 128 are not Gluon's."""
-    q = torch.empty(1, 1, seq, d, dtype=torch.bfloat16)
-    assert attention_ws.preferred(check_dims(q, q, q, "bhld", HEAD_DIMS), causal) is gluon
+    assert attention_ws.preferred(_dims(seq, d), causal) is gluon
 
 
 @pytest.mark.parametrize(("d", "seq", "causal", "gluon"), [
@@ -286,8 +292,7 @@ def test_auto_prefers_the_kernel_measured_faster(d, seq, causal, gluon):
     (64, 512, False, True), (64, 4096, True, True), (64, 1024, True, False), (64, 2048, True, True),
     (96, 1024, False, True), (32, 4096, False, False)])
 def test_fp8_auto_prefers_the_kernel_measured_faster(d, seq, causal, gluon):
-    q = torch.empty(1, 1, seq, d, dtype=torch.bfloat16)
-    assert attention_ws.preferred_fp8(check_dims(q, q, q, "bhld", HEAD_DIMS), causal) is gluon
+    assert attention_ws.preferred_fp8(_dims(seq, d), causal) is gluon
 
 
 @pytest.mark.parametrize(("d", "seq", "causal", "fp8", "block_n", "consumers"), [
@@ -301,8 +306,7 @@ def test_gluon_default_config_by_length(d, seq, causal, fp8, block_n, consumers)
     """16-bit causal attention over few keys takes 64-key tiles at padded head dims 64 and 128 (measured faster at
     512 keys, slower at 4096 at d128 and 2048 at d64); head dim 64 without a mask takes three consumers from 2048
     queries; everything else keeps the per-(head dim, mask) tables."""
-    q = torch.empty(1, 1, seq, d, dtype=torch.bfloat16)
-    config = attention_ws.default_config(check_dims(q, q, q, "bhld", HEAD_DIMS), causal, fp8)
+    config = attention_ws.default_config(_dims(seq, d), causal, fp8)
     assert (config[0], config[2]) == (block_n, consumers)
     table = attention_ws.FP8_CONFIGS if fp8 else attention_ws.CONFIGS
     short = block_n == 64 or (seq < attention_ws.SHORT_QUERY_MAX_LEN and (padded_dim(d), causal) == (64, False))
@@ -478,8 +482,7 @@ def test_two_q_buffers_only_where_measured_faster(block_d, causal, fp8, len_k, c
     (128, True, False, 512, (64, 2, 2, True, False), False),  # another config: not measured
 ])
 def test_one_loop_only_where_measured_faster(d, causal, fp8, len_k, config, expected):
-    q = torch.empty(1, 1, len_k, d, dtype=torch.bfloat16)
-    dims = check_dims(q, q, q, "bhld", HEAD_DIMS)
+    dims = _dims(len_k, d)
     config = config or attention_ws.default_config(dims, causal, fp8)
     assert attention_ws.one_loop(dims, causal, fp8, config) is expected
 
@@ -528,8 +531,7 @@ def _bitwise_either_way(monkeypatch, rule: str, values, d, causal, config, shape
     (128, True, False, 1024, None, 0),  # SHORT_CAUSAL_CONFIGS' persistent grid takes items in a fixed order
 ])
 def test_lpt_heads_rule(d, causal, fp8, len_q, config, expected):
-    q = torch.empty(1, 16, len_q, d, dtype=torch.bfloat16)
-    dims = check_dims(q, q, q, "bhld", HEAD_DIMS)
+    dims = _dims(len_q, d, heads=16)
     config = config or attention_ws.default_config(dims, causal, fp8)
     lpt = attention_ws.lpt_heads(dims, causal, fp8, config, 132)
     assert lpt == expected
@@ -545,8 +547,7 @@ def test_long_causal_config_rule():
     """Head dim 64 with a causal mask takes three consumers from LONG_CAUSAL_MIN_LEN queries, and keeps CONFIGS'
     two below (where the last 192-row block's idle consumers cost more); fp8 and other head dims keep theirs."""
     def config(d, len_q, causal=True, fp8=False):
-        q = torch.empty(1, 1, len_q, d, dtype=torch.bfloat16)
-        return attention_ws.default_config(check_dims(q, q, q, "bhld", HEAD_DIMS), causal, fp8)
+        return attention_ws.default_config(_dims(len_q, d), causal, fp8)
 
     long = attention_ws.LONG_CAUSAL_MIN_LEN
     assert config(64, long) == config(48, long) == attention_ws.LONG_CAUSAL_CONFIGS[64]
