@@ -3,9 +3,11 @@
 Work items of (NC·64 query rows, batch·head), one head's row blocks after another; when causal an item is a
 pair of row blocks, k and n_m - 1 - k (the heavier first), so every item has the same number of key tiles; with
 ``LPT`` (a grid of one program an item) the last batch·heads' row blocks are items of their own, heaviest first, so
-that the grid's last wave is made of light ones.
+that the grid's last wave is made of light ones.  With ``SHIFT`` (causal, row blocks that are not whole key tiles) the
+row blocks start before row 0, so the consumers with no row of their own sit in the first, lightest row block.
 A program loops over items ``pid, pid + grid, ...`` (persistent with one program per SM, or one item per
-program), with partitions sharing one K/V ring in shared memory:
+program), or with ``DYNAMIC`` (persistent) takes them in order from a grid-wide atomic ticket, whichever program is
+free taking the next, with partitions sharing one K/V ring in shared memory:
 
 - a **loader** warpgroup (the default partition; one thread issues) makes the TMA copies: each consumer's
   64-row Q tile (into its own buffer, refilled as soon as the consumer's last score MMA of a row block is
@@ -76,14 +78,16 @@ class Smem:
     v_empty: gl.shared_memory_descriptor
     turn: gl.shared_memory_descriptor  # [NC, 1]: consumer i may issue its next wgmma group (ping-pong)
     ones: gl.shared_memory_descriptor  # [NC, 8, BLOCK_N] of ones with ROWSUM_MMA (else a [1, 8, 32] stand-in)
+    item: gl.shared_memory_descriptor  # [NC * Q_BUFS, 1] int32: with DYNAMIC, the item whose Q the buffer holds
 
     @gluon.constexpr_function
-    def __init__(self, q, o, k, v, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty, turn, ones):
+    def __init__(self, q, o, k, v, q_ready, q_empty, k_ready, v_ready, k_empty, v_empty, turn, ones, item):
         self.q, self.o, self.k, self.v = q, o, k, v
         self.q_ready, self.q_empty = q_ready, q_empty
         self.k_ready, self.v_ready, self.k_empty, self.v_empty = k_ready, v_ready, k_empty, v_empty
         self.turn = turn
         self.ones = ones
+        self.item = item
 
 
 @aggregate
@@ -112,15 +116,21 @@ class Problem:
     # of the unmasked and masked first steps and loops): only where _skips (the short causal configs)
     ONE_LOOP: gl.constexpr
     LPT: gl.constexpr  # the causal items end in single row blocks, heaviest first (n_pair_items, lpt_heads)
+    # causal row blocks start at row0 (<= 0, a multiple of 64; attention_ws.first_row), so that the consumers with no
+    # row before LQ sit in the first, lightest row block, not in the last, heaviest one: a consumer whose rows all lie
+    # before row 0 loads no Q, stores nothing and keeps no key
+    SHIFT: gl.constexpr
+    row0: gl.tensor
 
     @gluon.constexpr_function
     def __init__(self, HQ, GROUP, LQ, LK, n_m, n_items, n_pair_items, lpt_heads, BLOCK_N, NC, CAUSAL, PERM_K,
-                 ROWSUM_MMA, ONE_LOOP, LPT):
+                 ROWSUM_MMA, ONE_LOOP, LPT, SHIFT, row0):
         self.HQ, self.GROUP, self.LQ, self.LK, self.n_m, self.n_items = HQ, GROUP, LQ, LK, n_m, n_items
         self.n_pair_items, self.lpt_heads = n_pair_items, lpt_heads
         self.BLOCK_N, self.NC, self.CAUSAL = gl.constexpr(BLOCK_N), gl.constexpr(NC), gl.constexpr(CAUSAL)
         self.PERM_K, self.ROWSUM_MMA = gl.constexpr(PERM_K), gl.constexpr(ROWSUM_MMA)
         self.ONE_LOOP, self.LPT = gl.constexpr(ONE_LOOP), gl.constexpr(LPT)
+        self.SHIFT, self.row0 = gl.constexpr(SHIFT), row0
 
     @gluon.jit
     def sides(self, u):
@@ -155,6 +165,8 @@ class Problem:
             bh = u // self.n_m
             pid_m = u % self.n_m
         m0 = pid_m * (self.NC * ROWS)
+        if self.SHIFT:
+            m0 += self.row0
         split, hi = self.key_bounds(m0, self.NC * ROWS)
         h = bh % self.HQ
         return (bh // self.HQ, h, h // self.GROUP, m0, bh, split // self.BLOCK_N,
@@ -183,47 +195,89 @@ def _q_bufs(sm, pb):
     return sm.q.shape[0] // pb.NC
 
 
+ITEM_LAYOUT: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])  # a posted item, read by a whole warpgroup
+
+
 @gluon.jit
-def _loader(q_desc, k_desc, v_desc, sm: Smem, pb: Problem, STAGES: gl.constexpr, V_T: gl.constexpr):
-    # Rank-4 (batch, head, position, dim) descriptors with [1, 1, rows, BLOCK_D] boxes (K's rank 5 with PERM_K,
-    # see _perm_key): the 2-D buffers are
-    # viewed as such for the copy.
+def _posted_item(sm: Smem, qi, it, Q_BUFS: gl.constexpr):
+    """A consumer's next work item under DYNAMIC: the loader posts it beside the Q tile of buffer qi (its q_ready
+    phase completes after the write: the loader's arrive releases it)."""
+    mbarrier.wait(sm.q_ready.index(qi), (it // Q_BUFS) & 1)
+    return gl.max(sm.item.index(qi).load(ITEM_LAYOUT), 0)
+
+
+@gluon.jit
+def _load_item(q_desc, k_desc, v_desc, sm: Smem, pb: Problem, u, j, it, STAGES: gl.constexpr, V_T: gl.constexpr,
+               DYNAMIC: gl.constexpr):
+    """Load work item u's Q tiles and K/V tiles (ring position j, Q buffer phase it): -> (j, it) after it."""
     BLOCK_D: gl.constexpr = q_desc.block_type.shape[3]
     BLOCK_N: gl.constexpr = pb.BLOCK_N
     Q_BUFS: gl.constexpr = _q_bufs(sm, pb)
-    j = 0  # K/V ring position, continued across work tiles
-    it = 0  # work tiles done by this program: the Q buffers' phase
-    for u in range(gl.program_id(0), pb.n_items, gl.num_programs(0)):
-        for side in range(pb.sides(u)):
-            b, h, hk, m0, _, _, n_tiles = pb.tile(u, side)
-            for i in gl.static_range(pb.NC):
-                qi = i * Q_BUFS + it % Q_BUFS
-                mbarrier.wait(sm.q_empty.index(qi), ((it // Q_BUFS) & 1) ^ 1)
+    for side in range(pb.sides(u)):
+        b, h, hk, m0, _, _, n_tiles = pb.tile(u, side)
+        for i in gl.static_range(pb.NC):
+            qi = i * Q_BUFS + it % Q_BUFS
+            mbarrier.wait(sm.q_empty.index(qi), ((it // Q_BUFS) & 1) ^ 1)
+            if DYNAMIC:  # the consumer reads it once this Q buffer's phase completes
+                sm.item.index(qi).store(gl.full([1], u, gl.int32, ITEM_LAYOUT))
+                gl.thread_barrier()
+            if pb.SHIFT and m0 + (i + 1) * ROWS <= 0:  # rows before row 0: no copy, a plain arrive
+                mbarrier.arrive(sm.q_ready.index(qi), count=1)
+            else:
                 mbarrier.expect(sm.q_ready.index(qi), q_desc.block_type.nbytes)
                 tma.async_copy_global_to_shared(q_desc, [b, h, m0 + i * ROWS, 0], sm.q_ready.index(qi),
                                                 sm.q.index(qi).reshape([1, 1, ROWS, BLOCK_D]))
-            for n in range(n_tiles):
-                s = j % STAGES
-                ph = (j // STAGES) & 1
-                mbarrier.wait(sm.k_empty.index(s), ph ^ 1)  # a fresh barrier counts as phase 1 complete
-                mbarrier.expect(sm.k_ready.index(s), k_desc.block_type.nbytes)
-                if pb.PERM_K:  # (key / 16 over batch·kv heads·keys, t1, q, t0, dim): see _perm_key
-                    g0 = ((b * (pb.HQ // pb.GROUP) + hk) * pb.LK + n * BLOCK_N) // 16
-                    tma.async_copy_global_to_shared(k_desc, [g0, 0, 0, 0, 0], sm.k_ready.index(s),
-                                                    sm.k.index(s).reshape([BLOCK_N // 16, 2, 4, 2, BLOCK_D]))
-                else:
-                    tma.async_copy_global_to_shared(k_desc, [b, hk, n * BLOCK_N, 0], sm.k_ready.index(s),
-                                                    sm.k.index(s).reshape([1, 1, BLOCK_N, BLOCK_D]))
-                mbarrier.wait(sm.v_empty.index(s), ph ^ 1)
-                mbarrier.expect(sm.v_ready.index(s), v_desc.block_type.nbytes)
-                if V_T:  # (batch, head, dim, position) tiles: V stored position-contiguous
-                    tma.async_copy_global_to_shared(v_desc, [b, hk, 0, n * BLOCK_N], sm.v_ready.index(s),
-                                                    sm.v.index(s).reshape([1, 1, BLOCK_D, BLOCK_N]))
-                else:
-                    tma.async_copy_global_to_shared(v_desc, [b, hk, n * BLOCK_N, 0], sm.v_ready.index(s),
-                                                    sm.v.index(s).reshape([1, 1, BLOCK_N, BLOCK_D]))
-                j += 1
-            it += 1
+        for n in range(n_tiles):
+            s = j % STAGES
+            ph = (j // STAGES) & 1
+            mbarrier.wait(sm.k_empty.index(s), ph ^ 1)  # a fresh barrier counts as phase 1 complete
+            mbarrier.expect(sm.k_ready.index(s), k_desc.block_type.nbytes)
+            if pb.PERM_K:  # (key / 16 over batch·kv heads·keys, t1, q, t0, dim): see _perm_key
+                g0 = ((b * (pb.HQ // pb.GROUP) + hk) * pb.LK + n * BLOCK_N) // 16
+                tma.async_copy_global_to_shared(k_desc, [g0, 0, 0, 0, 0], sm.k_ready.index(s),
+                                                sm.k.index(s).reshape([BLOCK_N // 16, 2, 4, 2, BLOCK_D]))
+            else:
+                tma.async_copy_global_to_shared(k_desc, [b, hk, n * BLOCK_N, 0], sm.k_ready.index(s),
+                                                sm.k.index(s).reshape([1, 1, BLOCK_N, BLOCK_D]))
+            mbarrier.wait(sm.v_empty.index(s), ph ^ 1)
+            mbarrier.expect(sm.v_ready.index(s), v_desc.block_type.nbytes)
+            if V_T:  # (batch, head, dim, position) tiles: V stored position-contiguous
+                tma.async_copy_global_to_shared(v_desc, [b, hk, 0, n * BLOCK_N], sm.v_ready.index(s),
+                                                sm.v.index(s).reshape([1, 1, BLOCK_D, BLOCK_N]))
+            else:
+                tma.async_copy_global_to_shared(v_desc, [b, hk, n * BLOCK_N, 0], sm.v_ready.index(s),
+                                                sm.v.index(s).reshape([1, 1, BLOCK_N, BLOCK_D]))
+            j += 1
+        it += 1
+    return j, it
+
+
+@gluon.jit
+def _loader(q_desc, k_desc, v_desc, sm: Smem, pb: Problem, STAGES: gl.constexpr, V_T: gl.constexpr, TICKET,
+            DYNAMIC: gl.constexpr):
+    # Rank-4 (batch, head, position, dim) descriptors with [1, 1, rows, BLOCK_D] boxes (K's rank 5 with PERM_K,
+    # see _perm_key): the 2-D buffers are viewed as such for the copy.
+    j = 0  # K/V ring position, continued across work tiles
+    it = 0  # work tiles done by this program: the Q buffers' phase
+    if DYNAMIC:  # the next item from the ticket (one thread's atomic, broadcast), posted beside its Q tiles
+        Q_BUFS: gl.constexpr = _q_bufs(sm, pb)
+        u = gl.atomic_add(TICKET, 1)
+        while u < pb.n_items:
+            j, it = _load_item(q_desc, k_desc, v_desc, sm, pb, u, j, it, STAGES, V_T, DYNAMIC)
+            u = gl.atomic_add(TICKET, 1)
+        # no item left: tell the consumers (n_items as the item), then the last program resets the ticket
+        for i in gl.static_range(pb.NC):
+            qi = i * Q_BUFS + it % Q_BUFS
+            mbarrier.wait(sm.q_empty.index(qi), ((it // Q_BUFS) & 1) ^ 1)
+            sm.item.index(qi).store(gl.full([1], pb.n_items, gl.int32, ITEM_LAYOUT))
+            gl.thread_barrier()
+            mbarrier.arrive(sm.q_ready.index(qi), count=1)
+        if gl.atomic_add(TICKET + 1, 1) == gl.num_programs(0) - 1:  # every other program has taken its last ticket
+            gl.atomic_xchg(TICKET, 0)
+            gl.atomic_xchg(TICKET + 1, 0)
+    else:
+        for u in range(gl.program_id(0), pb.n_items, gl.num_programs(0)):
+            j, it = _load_item(q_desc, k_desc, v_desc, sm, pb, u, j, it, STAGES, V_T, DYNAMIC)
 
 
 @gluon.jit
@@ -469,8 +523,9 @@ def _release_skipped(sm: Smem, j0, n_own, n_tiles, STAGES: gl.constexpr):
 
 
 @gluon.jit
-def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale, o_scale, STAGES: gl.constexpr,
-              V_T: gl.constexpr, PINGPONG: gl.constexpr):
+def _consume_item(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale, o_scale, u, j0, it, s_zero,
+                  STAGES: gl.constexpr, V_T: gl.constexpr, PINGPONG: gl.constexpr):
+    """This consumer's rows of work item u (K/V ring position j0, Q buffer phase it): -> (j0, it) after it."""
     BLOCK_N: gl.constexpr = pb.BLOCK_N
     NC: gl.constexpr = pb.NC
     BLOCK_D: gl.constexpr = o_desc.block_type.shape[3]
@@ -491,110 +546,136 @@ def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale,
     MASK: gl.constexpr = _mask_kind(pb, PINGPONG)
     ONE_LOOP: gl.constexpr = pb.ONE_LOOP
     gl.static_assert(not ONE_LOOP or MASK == MASK_BOUND, "ONE_LOOP is for the short causal configs (_skips) only")
-    if ROWSUM_MMA:  # this consumer's B operand of ones for the row sums
-        ones_layout: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [4, 1], [1, 0])
-        sm.ones.index(which).store(gl.full([8, BLOCK_N], 1.0, gl.float32, ones_layout).to(dtype))
-        fence_async_shared()
     LQ = pb.LQ
     LK = pb.LK
     diag = LK - LQ
     o_s = sm.o.index(which)
-    s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
-    j0 = 0  # K/V ring position of the row block's first key tile
-    it = 0  # row blocks done by this program: the Q buffers' phase
-    for u in range(gl.program_id(0), pb.n_items, gl.num_programs(0)):
-        for side in range(pb.sides(u)):
-            b, h, _, m0, bh, n_full, n_tiles = pb.tile(u, side)
-            r0 = m0 + which * ROWS
-            n_full, n_own = _own_tiles(pb, r0, n_full, n_tiles, PINGPONG)
-            rows = r0 + gl.arange(0, ROWS, layout=row_layout)
-            o = gl.zeros([ROWS, BLOCK_D], gl.float32, o_layout)
-            m_i = gl.full([ROWS], float("-inf"), gl.float32, row_layout)
-            l_i = gl.zeros([ROWS, 8], gl.float32, l_layout) if ROWSUM_MMA else gl.zeros([ROWS], gl.float32, row_layout)
+    for side in range(pb.sides(u)):
+        b, h, _, m0, bh, n_full, n_tiles = pb.tile(u, side)
+        r0 = m0 + which * ROWS
+        n_full, n_own = _own_tiles(pb, r0, n_full, n_tiles, PINGPONG)
+        rows = r0 + gl.arange(0, ROWS, layout=row_layout)
+        o = gl.zeros([ROWS, BLOCK_D], gl.float32, o_layout)
+        m_i = gl.full([ROWS], float("-inf"), gl.float32, row_layout)
+        l_i = gl.zeros([ROWS, 8], gl.float32, l_layout) if ROWSUM_MMA else gl.zeros([ROWS], gl.float32, row_layout)
 
-            # wgmma turns: S_0 alone, (S_n, P_{n-1} V_{n-1}) for n >= 1, the last P V alone (with ROWSUM_MMA each
-            # P·V preceded by its P·ones, in the same turn); n_tiles + 1 per row block, numbered g0 + n (the ping-pong
-            # turns of all consumers follow the same numbering; without turns a consumer that skips tiles, _own_tiles,
-            # issues n_own + 1 of them)
-            g0 = j0 + it
-            qi = which * Q_BUFS + it % Q_BUFS
-            q_s = sm.q.index(qi)
-            mbarrier.wait(sm.q_ready.index(qi), (it // Q_BUFS) & 1)
-            _turn_wait(sm, which, g0, PINGPONG)
-            s_tok = _scores(q_s, sm.k, sm.k_ready, j0, s_zero, STAGES)
-            _turn_pass(sm, which, NC, PINGPONG)
-            s = warpgroup_mma_wait(0, deps=(s_tok,))
-            mbarrier.arrive(sm.k_empty.index(j0 % STAGES), count=1)
-            if n_own == 1:  # Q is read by no further score MMA of this row block
-                mbarrier.arrive(sm.q_empty.index(qi), count=1)
-            # with ONE_LOOP every tile goes through the masked softmax: no unmasked copy of the first step or loop
-            if not ONE_LOOP and n_full > 0:  # the first key tile needs no mask
-                p, _alpha0, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N, UNMASKED,
-                                                CAUSAL, dtype, pb.PERM_K, ROWSUM_MMA)
-            else:  # diagonal, ragged tail, or no key at all for some rows
-                p, _alpha0, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N, MASK,
-                                                CAUSAL, dtype, pb.PERM_K, ROWSUM_MMA)
-            p = _carried_p(p, dtype, pb.PERM_K)
-            if not ONE_LOOP:
-                o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, 1, n_full, n_own, sm, which, qi, s_zero, rows, LK,
-                                        diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES, UNMASKED, CAUSAL, V_T,
-                                        NC, PINGPONG, pb.PERM_K, ROWSUM_MMA)
-            o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, 1 if ONE_LOOP else gl.maximum(n_full, 1), n_own, n_own, sm,
-                                    which, qi, s_zero, rows, LK, diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES,
-                                    MASK, CAUSAL, V_T, NC, PINGPONG, pb.PERM_K, ROWSUM_MMA)
-            last = (j0 + n_own - 1) % STAGES
-            mbarrier.wait(sm.v_ready.index(last), ((j0 + n_own - 1) // STAGES) & 1)
-            _turn_wait(sm, which, g0 + n_tiles, PINGPONG)
-            o_tok, l_tok = _pv(_p_operand(p, dtype, p_layout, pb.PERM_K), _v_tile(sm.v, last, V_T), o, l_i,
-                               sm.ones.index(which), ROWSUM_MMA)
-            _turn_pass(sm, which, NC, PINGPONG)
-            if ROWSUM_MMA:
-                o, l_acc = warpgroup_mma_wait(0, deps=(o_tok, l_tok))
-                l_i = gl.convert_layout(gl.max(l_acc, 1), row_layout)  # its 8 columns are equal
-            else:
-                o = warpgroup_mma_wait(0, deps=(o_tok,))
-            mbarrier.arrive(sm.v_empty.index(last), count=1)
-            if _skips(pb, PINGPONG):
-                _release_skipped(sm, j0, n_own, n_tiles, STAGES)
+        # wgmma turns: S_0 alone, (S_n, P_{n-1} V_{n-1}) for n >= 1, the last P V alone (with ROWSUM_MMA each
+        # P·V preceded by its P·ones, in the same turn); n_tiles + 1 per row block, numbered g0 + n (the ping-pong
+        # turns of all consumers follow the same numbering; without turns a consumer that skips tiles, _own_tiles,
+        # issues n_own + 1 of them)
+        g0 = j0 + it
+        qi = which * Q_BUFS + it % Q_BUFS
+        q_s = sm.q.index(qi)
+        mbarrier.wait(sm.q_ready.index(qi), (it // Q_BUFS) & 1)
+        _turn_wait(sm, which, g0, PINGPONG)
+        s_tok = _scores(q_s, sm.k, sm.k_ready, j0, s_zero, STAGES)
+        _turn_pass(sm, which, NC, PINGPONG)
+        s = warpgroup_mma_wait(0, deps=(s_tok,))
+        mbarrier.arrive(sm.k_empty.index(j0 % STAGES), count=1)
+        if n_own == 1:  # Q is read by no further score MMA of this row block
+            mbarrier.arrive(sm.q_empty.index(qi), count=1)
+        # with ONE_LOOP every tile goes through the masked softmax: no unmasked copy of the first step or loop
+        if not ONE_LOOP and n_full > 0:  # the first key tile needs no mask
+            p, _alpha0, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N, UNMASKED,
+                                            CAUSAL, dtype, pb.PERM_K, ROWSUM_MMA)
+        else:  # diagonal, ragged tail, or no key at all for some rows
+            p, _alpha0, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N, MASK,
+                                            CAUSAL, dtype, pb.PERM_K, ROWSUM_MMA)
+        p = _carried_p(p, dtype, pb.PERM_K)
+        if not ONE_LOOP:
+            o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, 1, n_full, n_own, sm, which, qi, s_zero, rows, LK,
+                                    diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES, UNMASKED, CAUSAL, V_T,
+                                    NC, PINGPONG, pb.PERM_K, ROWSUM_MMA)
+        o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, 1 if ONE_LOOP else gl.maximum(n_full, 1), n_own, n_own, sm,
+                                which, qi, s_zero, rows, LK, diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES,
+                                MASK, CAUSAL, V_T, NC, PINGPONG, pb.PERM_K, ROWSUM_MMA)
+        last = (j0 + n_own - 1) % STAGES
+        mbarrier.wait(sm.v_ready.index(last), ((j0 + n_own - 1) // STAGES) & 1)
+        _turn_wait(sm, which, g0 + n_tiles, PINGPONG)
+        o_tok, l_tok = _pv(_p_operand(p, dtype, p_layout, pb.PERM_K), _v_tile(sm.v, last, V_T), o, l_i,
+                           sm.ones.index(which), ROWSUM_MMA)
+        _turn_pass(sm, which, NC, PINGPONG)
+        if ROWSUM_MMA:
+            o, l_acc = warpgroup_mma_wait(0, deps=(o_tok, l_tok))
+            l_i = gl.convert_layout(gl.max(l_acc, 1), row_layout)  # its 8 columns are equal
+        else:
+            o = warpgroup_mma_wait(0, deps=(o_tok,))
+        mbarrier.arrive(sm.v_empty.index(last), count=1)
+        if _skips(pb, PINGPONG):
+            _release_skipped(sm, j0, n_own, n_tiles, STAGES)
 
-            empty = l_i == 0.0
-            l_safe = gl.where(empty, 1.0, l_i)
-            lse = gl.where(empty, float("inf"), (m_i + gl.log2(l_safe)) * 0.6931471805599453)
+        empty = l_i == 0.0
+        l_safe = gl.where(empty, 1.0, l_i)
+        lse = gl.where(empty, float("inf"), (m_i + gl.log2(l_safe)) * 0.6931471805599453)
+        if pb.SHIFT:  # rows before row 0 too: one unsigned compare
+            gl.store(LSE + bh.to(gl.int64) * LQ + rows, lse, mask=rows.to(gl.uint32) < LQ.to(gl.uint32))
+        else:
             gl.store(LSE + bh.to(gl.int64) * LQ + rows, lse, mask=rows < LQ)
-            o = o * gl.expand_dims(gl.convert_layout(o_scale / l_safe, gl.SliceLayout(1, o_layout)), 1)
+        o = o * gl.expand_dims(gl.convert_layout(o_scale / l_safe, gl.SliceLayout(1, o_layout)), 1)
+        if not pb.SHIFT or r0 + ROWS > 0:  # no TMA copy before row 0 (a first try's stopped: illegal instruction)
             tma.store_wait(0)  # the previous row block's output has left o_s
             o_s.store(o.to(o_desc.dtype))
             fence_async_shared()
             tma.async_copy_shared_to_global(o_desc, [b, h, r0, 0], o_s.reshape([1, 1, ROWS, BLOCK_D]))
-            j0 += n_tiles
-            it += 1
+        j0 += n_tiles
+        it += 1
+    return j0, it
+
+
+@gluon.jit
+def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale, o_scale, STAGES: gl.constexpr,
+              V_T: gl.constexpr, PINGPONG: gl.constexpr, DYNAMIC: gl.constexpr):
+    BLOCK_N: gl.constexpr = pb.BLOCK_N
+    dtype: gl.constexpr = sm.q.dtype  # of Q, K, V and P (16-bit, or fp8 e4m3)
+    MMA_K: gl.constexpr = 256 // dtype.primitive_bitwidth  # 16 for 16-bit operands, 32 for fp8
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_N, MMA_K])
+    Q_BUFS: gl.constexpr = _q_bufs(sm, pb)
+    if pb.ROWSUM_MMA:  # this consumer's B operand of ones for the row sums
+        ones_layout: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [4, 1], [1, 0])
+        sm.ones.index(which).store(gl.full([8, BLOCK_N], 1.0, gl.float32, ones_layout).to(dtype))
+        fence_async_shared()
+    s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
+    j0 = 0  # K/V ring position of the row block's first key tile
+    it = 0  # row blocks done by this program: the Q buffers' phase
+    if DYNAMIC:
+        u = _posted_item(sm, which * Q_BUFS, 0, Q_BUFS)
+        while u < pb.n_items:
+            j0, it = _consume_item(which, o_desc, LSE, sm, pb, qk_scale, o_scale, u, j0, it, s_zero, STAGES, V_T,
+                                   PINGPONG)
+            u = _posted_item(sm, which * Q_BUFS + it % Q_BUFS, it, Q_BUFS)
+    else:
+        for u in range(gl.program_id(0), pb.n_items, gl.num_programs(0)):
+            j0, it = _consume_item(which, o_desc, LSE, sm, pb, qk_scale, o_scale, u, j0, it, s_zero, STAGES, V_T,
+                                   PINGPONG)
     tma.store_wait(0)
 
 
 @gluon.jit
 def _consumer0(o_desc, LSE, sm: Smem, pb: Problem, qk_scale, o_scale, STAGES: gl.constexpr, V_T: gl.constexpr,
-               PINGPONG: gl.constexpr):
-    _consumer(0, o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG)
+               PINGPONG: gl.constexpr, DYNAMIC: gl.constexpr):
+    _consumer(0, o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG, DYNAMIC)
 
 
 @gluon.jit
 def _consumer1(o_desc, LSE, sm: Smem, pb: Problem, qk_scale, o_scale, STAGES: gl.constexpr, V_T: gl.constexpr,
-               PINGPONG: gl.constexpr):
-    _consumer(1, o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG)
+               PINGPONG: gl.constexpr, DYNAMIC: gl.constexpr):
+    _consumer(1, o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG, DYNAMIC)
 
 
 @gluon.jit
 def _consumer2(o_desc, LSE, sm: Smem, pb: Problem, qk_scale, o_scale, STAGES: gl.constexpr, V_T: gl.constexpr,
-               PINGPONG: gl.constexpr):
-    _consumer(2, o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG)
+               PINGPONG: gl.constexpr, DYNAMIC: gl.constexpr):
+    _consumer(2, o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG, DYNAMIC)
 
 
 @gluon.jit
 def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_items, n_pair_items, lpt_heads, qk_scale,
-                o_scale, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, NC: gl.constexpr, CAUSAL: gl.constexpr,
+                o_scale, row0, TICKET, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, NC: gl.constexpr,
+                CAUSAL: gl.constexpr,
                 CONSUMER_REGS: gl.constexpr, V_T: gl.constexpr, PINGPONG: gl.constexpr, PERM_K: gl.constexpr,
                 ROWSUM_MMA: gl.constexpr = False, Q_BUFS: gl.constexpr = 1, ONE_LOOP: gl.constexpr = False,
-                LPT: gl.constexpr = False):
+                LPT: gl.constexpr = False, SHIFT: gl.constexpr = False, DYNAMIC: gl.constexpr = False):
     """q/k/o_desc: host tensor descriptors over (B, H, L, HEAD_DIM) with [1, 1, rows, BLOCK_D] boxes (64 rows
     for q and o, BLOCK_N for k); v_desc the same as k's, or with ``V_T`` over (B, H, HEAD_DIM, L) with
     [1, 1, BLOCK_D, BLOCK_N] boxes (V stored position-contiguous: required for fp8).  Q/K/V fp16, bf16 or
@@ -608,13 +689,18 @@ def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_items,
     (``Problem.ROWSUM_MMA``).  ``Q_BUFS``: Q buffers a consumer; with two the loader loads the next row block's Q,
     then its first K/V tiles, while the consumers still work on the current one, instead of waiting for their last
     score product of it (32 KB more shared memory at BLOCK_D 128).  ``ONE_LOOP``: ``Problem.ONE_LOOP`` (the short
-    causal configs only)."""
+    causal configs only).  ``SHIFT`` (causal only): the row blocks start at ``row0`` (``Problem.SHIFT``).
+    ``DYNAMIC``: the grid is persistent and its programs take their items in order from a grid-wide ticket, TICKET
+    (int32 [2], zero before the launch and again after it: the program that finishes last resets it), so the items,
+    in their order (pairs, then LPT's single row blocks heaviest first), go to whichever program is free: a list
+    schedule without a program's start and end per item; else TICKET is not read."""
     dtype: gl.constexpr = q_desc.dtype
     BLOCK_D: gl.constexpr = q_desc.block_type.shape[3]
     # to_tensor: Triton passes integer arguments equal to 1 as constants
     pb = Problem(gl.to_tensor(HQ), gl.to_tensor(GROUP), gl.to_tensor(LQ), gl.to_tensor(LK),
                  gl.to_tensor(gl.cdiv(LQ, NC * ROWS)), gl.to_tensor(n_items), gl.to_tensor(n_pair_items),
-                 gl.to_tensor(lpt_heads), BLOCK_N, NC, CAUSAL, PERM_K, ROWSUM_MMA, ONE_LOOP, LPT)
+                 gl.to_tensor(lpt_heads), BLOCK_N, NC, CAUSAL, PERM_K, ROWSUM_MMA, ONE_LOOP, LPT, CAUSAL and SHIFT,
+                 gl.to_tensor(row0))
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BLOCK_D], dtype)
     o_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BLOCK_D], o_desc.dtype)
     k_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_D], dtype)
@@ -637,7 +723,8 @@ def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_items,
               gl.allocate_shared_memory(gl.int64, [NC, 1], bar),
               gl.allocate_shared_memory(dtype, [NC if ROWSUM_MMA else 1, 8, BLOCK_N if ROWSUM_MMA else 32],
                                         gl.NVMMASharedLayout.get_default_for([8, BLOCK_N if ROWSUM_MMA else 32],
-                                                                             dtype)))
+                                                                             dtype)),
+              gl.allocate_shared_memory(gl.int32, [NC * Q_BUFS, 1], gl.SwizzledSharedLayout(1, 1, 1, [0])))
     for i in gl.static_range(NC):  # in this order Q_BUFS 1 builds the SASS of the kernel before Q_BUFS existed
         for t in gl.static_range(Q_BUFS):
             mbarrier.init(sm.q_ready.index(i * Q_BUFS + t), count=1)
@@ -653,14 +740,14 @@ def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_items,
     # the default partition fails to compile ("not in a context with ttg.num-warps"), in a worker it does not.
     if NC == 2:
         gl.warp_specialize([
-            (_loader, (q_desc, k_desc, v_desc, sm, pb, STAGES, V_T)),
-            (_consumer0, (o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG)),
-            (_consumer1, (o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG)),
+            (_loader, (q_desc, k_desc, v_desc, sm, pb, STAGES, V_T, TICKET, DYNAMIC)),
+            (_consumer0, (o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG, DYNAMIC)),
+            (_consumer1, (o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG, DYNAMIC)),
         ], [4, 4], [CONSUMER_REGS, CONSUMER_REGS])
     else:
         gl.warp_specialize([
-            (_loader, (q_desc, k_desc, v_desc, sm, pb, STAGES, V_T)),
-            (_consumer0, (o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG)),
-            (_consumer1, (o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG)),
-            (_consumer2, (o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG)),
+            (_loader, (q_desc, k_desc, v_desc, sm, pb, STAGES, V_T, TICKET, DYNAMIC)),
+            (_consumer0, (o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG, DYNAMIC)),
+            (_consumer1, (o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG, DYNAMIC)),
+            (_consumer2, (o_desc, LSE, sm, pb, qk_scale, o_scale, STAGES, V_T, PINGPONG, DYNAMIC)),
         ], [4, 4, 4], [CONSUMER_REGS, CONSUMER_REGS, CONSUMER_REGS])

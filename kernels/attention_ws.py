@@ -19,6 +19,7 @@ import triton
 from kernels._checks import (
     GLUON_BUILD_ERRORS,
     AttnDims,
+    arrival_counters,
     dim_position_view,
     gluon_build_failed,
     gluon_runnable,
@@ -92,7 +93,8 @@ SHORT_CAUSAL_MAX_LEN = 2048  # d128 measured at 512 (64-key tiles faster) and 40
 # 16-bit causal attention from LONG_CAUSAL_MIN_LEN queries: BLOCK_D -> config.  Padded head dim 64 on three consumers
 # with ping-pong turns (and so ROWSUM_MMA), 192-row blocks ending in LPT's single row blocks (kernels/NOTES.md session
 # 26, H100 GPU-b093ffc6: L16384 1.183 against 1.289 ms on CONFIGS' two consumers, 1.077x cuDNN; at L4096 6 % slower:
-# 4096 = 21 * 192 + 64 rows, so two of the last row block's consumers compute rows past the end, 6 % of the work).
+# 4096 = 21 * 192 + 64 rows, so two of the last row block's consumers compute rows past the end, 6 % of the work;
+# since session 27 the row blocks start before row 0 (first_row) and L4096 is level with two consumers).
 # Head dims 33-63 (padded to 64) take it too, not timed.
 LONG_CAUSAL_CONFIGS: dict[int, Config] = {64: (128, 2, 3, False, True)}
 LONG_CAUSAL_MIN_LEN = 8192
@@ -108,6 +110,16 @@ ONE_LOOP_MAX_KEYS = 512
 # session 26).
 LPT_SINGLES_PER_SM = 2
 LPT_FP8 = True  # fp8 causal d128 L4096 / L16384 +1.2 / +2.5 % (call 6; with 512-1024 single row blocks -5-6 %, call 1)
+# Where lpt_heads gives a tail (causal, one program an item, more than a wave of pairs) on two consumers, the grid is
+# persistent and its programs take the items, pairs then single row blocks, from a grid-wide ticket (the kernel's
+# DYNAMIC): a list schedule without a program's start and end an item.  H200 GPU-4c8c5557 (kernels/NOTES.md session
+# 27, call 5, 5 rounds) against one program an item: d64 causal L2048 +4.8 % (0.905 -> 0.949x cuDNN), L4096 +1.8 %,
+# d128 L4096 +1.6 %, L16384 +0.7 %, fp8 d128 L4096 +2.2 %, L16384 -0.2 %; more single row blocks did not pay (4 an
+# SM +1.3-1.4 %, 8 level, 16 -11 %: calls 1 and 4).  The shipped tree on GPU-1b94c10f (call 6): +4.4 / +1.5 / +2.2
+# / +0.4 / +3.4 / -0.1 %, outputs bitwise.  Not taken (call 7): the persistent short causal configs (2-3 % slower at
+# L512-1024: a ticket's round trip a short item), three consumers (level).  Not timed on an H100.
+DYNAMIC_GRID = True
+_TICKETS: dict[tuple[torch.device, int], torch.Tensor] = {}  # DYNAMIC's ticket, a buffer per (device, stream)
 FP8_MIN_HEAD_DIM = 64  # fp8 wgmma reads 32-byte K steps; smaller head dims keep the Triton kernel
 # consumers -> (registers per consumer thread after setmaxnreg, launch-time maxnreg): 4 + 4 * consumers warps
 # share the 64K register file; the loader warpgroup keeps 24 per thread.
@@ -304,6 +316,29 @@ def lpt_heads(dims: AttnDims, causal: bool, fp8: bool, config: Config, sms: int)
     return min(dims.batch * dims.heads_q, triton.cdiv(LPT_SINGLES_PER_SM * sms, row_blocks))
 
 
+def dynamic_grid(config: Config, lpt: int) -> bool:
+    """Whether the launch takes its items from a grid-wide ticket (the kernel's ``DYNAMIC``; ``DYNAMIC_GRID``): where
+    :func:`lpt_heads` gave the grid a tail (``lpt`` > 0), on two consumers."""
+    return DYNAMIC_GRID and lpt > 0 and config[2] == 2
+
+
+def first_row(dims: AttnDims, causal: bool, config: Config) -> int | None:
+    """Where the causal row blocks start (the kernel's ``row0`` under ``SHIFT``), or None (row 0, no ``SHIFT``).
+
+    With a causal mask the rows past the last query cost most in the last row block, which runs every key tile; so
+    where a row block's rows are not a whole number of key tiles (three consumers: 192 rows on 128-key tiles) the
+    blocks start up to a row block before row 0, in whole 64-row consumers, and the consumers with no row of their
+    own sit in the first block, which runs one key tile (kernels/NOTES.md session 27, H200 GPU-986c3be3, d64 causal
+    on three consumers against the same without it: L4096 +4.2 % (0.3580 against 0.3729 ms, level with two
+    consumers), L8192 +1.1 %, L16384 +2.0 %; the shipped tree on GPU-f67b4cb8: +0.7 / +1.4 %).  Not on two
+    consumers: 128-row blocks start on a key tile, and shifted by 64 rows each row block's diagonal spans two tiles
+    through the masked softmax (d128 and d64 causal L4000 3-4 % slower)."""
+    rows = ROWS * config[2]
+    if not causal or rows % config[0] == 0:
+        return None
+    return -((triton.cdiv(dims.len_q, rows) * rows - dims.len_q) // ROWS * ROWS)
+
+
 def work_items(dims: AttnDims, causal: bool, consumers: int, lpt: int = 0) -> tuple[int, int]:
     """The kernel's work items and how many of them are pairs: row blocks of NC * 64 queries per batch·head, paired
     (first with last, ...) when causal so that every item has the same number of key tiles, but for the last
@@ -337,15 +372,19 @@ def forward(q, k, v, out, lse, dims: AttnDims, layout: str, causal: bool, qk_sca
     sms = sm_count(q.device, 1)
     lpt = lpt_heads(dims, causal, fp8, config, sms)
     n_items, n_pair_items = work_items(dims, causal, consumers, lpt)
-    grid = (min(n_items, sms) if persistent else n_items,)
+    dynamic = dynamic_grid(config, lpt)
+    grid = (min(n_items, sms) if persistent or dynamic else n_items,)
+    ticket = arrival_counters(_TICKETS, q.device, 2) if dynamic else lse  # (not read without DYNAMIC)
     rowsum = rowsum_mma(fp8, consumers)
     q_bufs = q_buffers(padded_dim(d), causal, fp8, dims.len_k, config, rowsum)
+    row0 = first_row(dims, causal, config)
     try:
         attn_fwd_ws[grid](*descs, lse, dims.heads_q, dims.group, dims.len_q, dims.len_k, n_items, n_pair_items,
-                          max(lpt, 1), qk_scale, float(o_scale), BLOCK_N=block_n, STAGES=stages, NC=consumers,
-                          CAUSAL=bool(causal), CONSUMER_REGS=regs, V_T=fp8, PINGPONG=bool(pingpong),
-                          PERM_K=k_desc is not None, ROWSUM_MMA=rowsum, Q_BUFS=q_bufs,
-                          ONE_LOOP=one_loop(dims, causal, fp8, config), LPT=lpt > 0, num_warps=4, maxnreg=maxnreg)
+                          max(lpt, 1), qk_scale, float(o_scale), row0 or 0, ticket, BLOCK_N=block_n,
+                          STAGES=stages, NC=consumers, CAUSAL=bool(causal), CONSUMER_REGS=regs, V_T=fp8,
+                          PINGPONG=bool(pingpong), PERM_K=k_desc is not None, ROWSUM_MMA=rowsum, Q_BUFS=q_bufs,
+                          ONE_LOOP=one_loop(dims, causal, fp8, config), LPT=lpt > 0, SHIFT=row0 is not None,
+                          DYNAMIC=dynamic, num_warps=4, maxnreg=maxnreg)
     except GLUON_BUILD_ERRORS as exc:  # compile, ptxas or resource errors: not a launch failure
         gluon_build_failed(exc, _broken, "warp-specialised Gluon attention forward", "the Triton kernel")
         return False

@@ -32,17 +32,21 @@ def _descriptor_type(dtype: str, box: tuple[int, ...]) -> str:
 def check(d: int = 128, bn: int = 128, stages: int = 2, nc: int = 2, causal: bool = False, regs: int = 240,
           maxnreg: int = 168, dt: str = "bf16", out: str = "", v_t: bool = False, pp: bool = False,
           perm_k: bool = False, ones: tuple[str, ...] = (), keep: bool = False, rowsum: bool = False,
-          qb: int = 1, ol: bool = False, lpt: bool = False) -> bool:
+          qb: int = 1, ol: bool = False, lpt: bool = False, shift: bool = False,
+          dyn: bool = False) -> bool:
     """Build one configuration; print shared memory, wgmma count and ptxas's spill line.  True if it built.
 
     ``dt``: the inputs' type (bf16, fp16, fp8e4nv); ``out``: the output's (default: dt); ``v_t``: V read
     position-contiguous ([BLOCK_D, BLOCK_N] boxes); ``pp``: ping-pong turns between the consumers; ``perm_k``:
     K through the rank-5 descriptor of PERM_K; ``keep``: also write the SASS (``path``.sass); ``rowsum``: the row
     sums by wgmma (ROWSUM_MMA); ``qb``: Q buffers a consumer (Q_BUFS); ``ol``: every key tile through one masked
-    loop (ONE_LOOP: short causal configs only); ``lpt``: the causal grid's tail of single row blocks (LPT)."""
+    loop (ONE_LOOP: short causal configs only); ``lpt``: the causal grid's tail of single row blocks (LPT);
+    ``shift``: causal row blocks from a first row before 0 (SHIFT); ``dyn``: items from a grid-wide ticket
+    (DYNAMIC)."""
     block_d = max(16, 1 << (d - 1).bit_length())
     const = dict(BLOCK_N=bn, STAGES=stages, NC=nc, CAUSAL=causal, CONSUMER_REGS=regs, V_T=v_t,
-                 PINGPONG=pp, PERM_K=perm_k, ROWSUM_MMA=rowsum, Q_BUFS=qb, ONE_LOOP=ol, LPT=lpt,
+                 PINGPONG=pp, PERM_K=perm_k, ROWSUM_MMA=rowsum, Q_BUFS=qb, ONE_LOOP=ol, LPT=lpt, SHIFT=shift,
+                 DYNAMIC=dyn,
                  **{o: 1 for o in ones})
     boxes = {"q_desc": (dt, (64, block_d)), "o_desc": (out or dt, (64, block_d)),
              "k_desc": (dt, (bn // 16, 2, 4, 2, block_d) if perm_k else (bn, block_d)),
@@ -54,12 +58,14 @@ def check(d: int = 128, bn: int = 128, stages: int = 2, nc: int = 2, causal: boo
         elif name in boxes:
             sig[name] = _descriptor_type(*boxes[name])
         else:
-            sig[name] = {"LSE": "*fp32", "qk_scale": "fp32", "o_scale": "fp32"}.get(name, "i32")
+            sig[name] = {"LSE": "*fp32", "qk_scale": "fp32", "o_scale": "fp32", "TICKET": "*i32"}.get(name, "i32")
     attrs = {(attn_fwd_ws.arg_names.index("LSE"),): [["tt.divisibility", 16]]}
     tag = (f"d{d} bn{bn} stages{stages} consumers{nc} causal={causal} regs={regs}/{maxnreg} {dt}->{out or dt} "
-           f"v_t={v_t} pp={pp} perm_k={perm_k} ones={ones} rowsum={rowsum} qb={qb} ol={ol} lpt={lpt}")
+           f"v_t={v_t} pp={pp} perm_k={perm_k} ones={ones} rowsum={rowsum} qb={qb} ol={ol} lpt={lpt} "
+           f"shift={shift} dyn={dyn}")
     path = (f"/tmp/attn_fwd_ws_{d}_{bn}_{stages}_{nc}_{int(causal)}_{dt}_{int(v_t)}{'_pk' if perm_k else ''}"
-            f"{'_rs' if rowsum else ''}{f'_qb{qb}' if qb > 1 else ''}{'_ol' if ol else ''}{'_lpt' if lpt else ''}")
+            f"{'_rs' if rowsum else ''}{f'_qb{qb}' if qb > 1 else ''}{'_ol' if ol else ''}{'_lpt' if lpt else ''}"
+            f"{'_sh' if shift else ''}{'_dyn' if dyn else ''}")
     return build(attn_fwd_ws, sig, const, attrs, maxnreg=maxnreg, tag=tag, path=path, keep_sass=keep)
 
 

@@ -557,6 +557,117 @@ def test_long_causal_config_rule():
     assert config(64, long, causal=False) == attention_ws.CONFIGS[(64, False)]
 
 
+@pytest.mark.parametrize(("d", "fp8", "len_q", "config", "expected"), [
+    (128, False, 4096, None, True),  # a causal grid of one program an item with a tail, two consumers
+    (64, False, 4096, None, True),  # (one batch: at 2048 the 128 pairs make one wave)
+    (128, True, 4096, None, True),  # fp8 alike
+    (128, False, 2048, None, False),  # one wave of pairs: no tail, one program an item
+    (64, False, 16384, None, False),  # LONG_CAUSAL_CONFIGS' three consumers: not timed with it
+    (128, False, 1024, None, False),  # SHORT_CAUSAL_CONFIGS' persistent grid
+])
+def test_dynamic_grid_rule(d, fp8, len_q, config, expected):
+    dims = _dims(len_q, d, heads=16)
+    config = config or attention_ws.default_config(dims, True, fp8)
+    lpt = attention_ws.lpt_heads(dims, True, fp8, config, 132)
+    assert attention_ws.dynamic_grid(config, lpt) == expected
+    assert not attention_ws.dynamic_grid(config, 0)  # never without a tail (no mask, or pairs only)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("d", "config", "shape"), [
+    (128, (128, 2, 2, False, False), (2, 8, 2, 1000, 1537, "blhd")),  # GQA, Lk > Lq
+    (64, (128, 3, 2, False, False), (4, 16, 16, 2048, 2048, "bhld")),  # the shipped case: 16 x 64 pairs + tail
+    (96, (128, 2, 2, False, False), (2, 3, 3, 2100, 2100, "bhld")),  # an odd count of row blocks
+    (128, (128, 2, 2, False, False), (3, 4, 1, 1, 513, "bhld")),  # one query row: one row block a head
+    (128, None, (2, 16, 16, 4096, 4096, "bhld")),  # the default config: 512 pairs and a tail of single row blocks
+])
+def test_gluon_forward_dynamic_grid_bitwise_gpu(d, config, shape, gen, monkeypatch):
+    """A persistent grid taking its items from the ticket (DYNAMIC) gives the outputs of one program an item, bitwise
+    (each row block is computed alike, only by another program), twice in a row and from a replayed CUDA graph (the
+    ticket is back at zero after every launch), and matches the fp32 reference."""
+    _needs_gluon()
+    _bitwise_either_way(monkeypatch, "dynamic_grid", (False, True), d, True, config, shape, gen)
+    b, hq, hk, lq, lk, layout = shape
+    q, k, v = _qkv(b, hq, hk, lq, lk, d, layout, torch.bfloat16, "cuda", gen)
+    want = _gluon_forward(q, k, v, layout, True, config)
+    again = _gluon_forward(q, k, v, layout, True, config)
+    assert torch.equal(want[0], again[0]) and torch.equal(want[1], again[1])
+    dims = check_dims(q, k, v, layout, HEAD_DIMS)
+    out, lse = torch.empty_like(want[0]), torch.empty_like(want[1])
+    scale = d ** -0.5 * LOG2E
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # a warm-up launch on the capture stream (its ticket made outside the capture)
+        attention_ws.forward(q, k, v, out, lse, dims, layout, True, scale, config)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        attention_ws.forward(q, k, v, out, lse, dims, layout, True, scale, config)
+    for _ in range(3):
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, want[0]) and torch.equal(lse, want[1])
+    tickets = [t[:2] for t in attention_ws._TICKETS.values() if t.device == q.device]
+    assert tickets and all(int(t.abs().sum()) == 0 for t in tickets)
+
+
+C3_CAUSAL = (128, 2, 3, False, True)  # LONG_CAUSAL_CONFIGS' three consumers: 192-row blocks on 128-key tiles
+
+
+@pytest.mark.parametrize(("len_q", "causal", "config", "expected"), [
+    (4096, True, C3_CAUSAL, -128),  # 22 row blocks of 192 rows: 4224, two consumers' rows idle
+    (8192, True, C3_CAUSAL, -64),  # 43 * 192 = 8256
+    (8064, True, C3_CAUSAL, 0),  # 42 * 192: no idle row, the shifted build all the same
+    (100, True, C3_CAUSAL, -64),  # 92 idle rows: whole 64-row consumers only
+    (1, True, C3_CAUSAL, -128),
+    (16384, True, None, -128),  # the default config there (LONG_CAUSAL_CONFIGS)
+    (4096, False, C3_CAUSAL, None),  # no mask: every row block runs every key tile
+    (4000, True, (128, 2, 2, False, False), None),  # 128-row blocks start on a key tile
+    (1000, True, None, None),  # SHORT_CAUSAL_CONFIGS' 64-key tiles (not timed shifted)
+])
+def test_first_row_rule(len_q, causal, config, expected):
+    dims = _dims(len_q, 64, heads=16)
+    config = config or attention_ws.default_config(dims, causal, False)
+    assert attention_ws.first_row(dims, causal, config) == expected
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("d", "config", "shape"), [
+    (64, C3_CAUSAL, (1, 4, 2, 1000, 1300, "bhld")),  # GQA, Lk > Lq: one consumer's rows before row 0
+    (64, C3_CAUSAL, (2, 4, 4, 4000, 4000, "blhd")),  # two consumers' rows before row 0
+    (64, C3_CAUSAL, (1, 2, 2, 1, 1, "bhld")),  # one query row: the row block's first two consumers idle
+    (64, C3_CAUSAL, (1, 4, 4, 600, 300, "bhld")),  # Lq > Lk: rows that see no key
+    (64, None, (1, 2, 2, 8192, 8192, "bhld")),  # the default config (LONG_CAUSAL_CONFIGS)
+])
+def test_gluon_forward_first_row_gpu(d, config, shape, gen, monkeypatch):
+    """Causal row blocks starting before row 0 (the kernel's SHIFT, attention_ws.first_row) match the fp32
+    reference as the unshifted ones do, and write nothing outside the output: it is a view inside a buffer whose other
+    rows hold a sentinel (a consumer whose rows lie before row 0 copies nothing)."""
+    _needs_gluon()
+    b, hq, hk, lq, lk, layout = shape
+    q, k, v = _qkv(b, hq, hk, lq, lk, d, layout, torch.bfloat16, "cuda", gen)
+    dims = check_dims(q, k, v, layout, HEAD_DIMS)
+    config = config or attention_ws.default_config(dims, True, False)
+    assert attention_ws.first_row(dims, True, config) is not None
+    ref, ref_lse = attention_fp32(q, k, v, True, None, layout)
+    tag = f"seed={gen.initial_seed()} d={d} {config} {shape}"
+    outer = torch.full((b, hq, lq + 256, d), 7.0, dtype=torch.bfloat16, device="cuda")
+    out = outer[:, :, 128:128 + lq]
+    if layout == "blhd":
+        outer = torch.full((b, lq + 256, hq, d), 7.0, dtype=torch.bfloat16, device="cuda")
+        out = outer[:, 128:128 + lq]
+    lse = _nan((b, hq, lq), torch.float32, "cuda")
+    assert attention_ws.forward(q, k, v, out, lse, dims, layout, True, d ** -0.5 * LOG2E, config)
+    _assert_forward(out, lse, ref, ref_lse, torch.bfloat16, tag)
+    around = outer[:, :128] if layout == "blhd" else outer[:, :, :128]
+    after = outer[:, 128 + lq:] if layout == "blhd" else outer[:, :, 128 + lq:]
+    assert bool((around == 7).all()) and bool((after == 7).all()), tag
+    monkeypatch.setattr(attention_ws, "first_row", lambda *a: None)
+    plain, plain_lse = _gluon_forward(q, k, v, layout, True, config)
+    _assert_forward(plain, plain_lse, ref, ref_lse, torch.bfloat16, tag)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize(("d", "config", "shape", "lpt"), [
     (128, (128, 2, 2, False, False), (2, 8, 2, 1000, 1537, "blhd"), 5),  # GQA, the last 5 of 16 heads singly
