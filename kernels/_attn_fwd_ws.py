@@ -198,10 +198,19 @@ def _q_bufs(sm, pb):
 ITEM_LAYOUT: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])  # a posted item, read by a whole warpgroup
 
 
+@gluon.constexpr_function
+def _acc_layout(n, dtype):
+    """A consumer warpgroup's wgmma accumulator layout, N = ``n`` columns, K steps of 32 bytes of ``dtype`` (16
+    elements for 16-bit operands, 32 for fp8)."""
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                     instr_shape=[16, n, 256 // dtype.primitive_bitwidth])
+
+
 @gluon.jit
-def _posted_item(sm: Smem, qi, it, Q_BUFS: gl.constexpr):
-    """A consumer's next work item under DYNAMIC: the loader posts it beside the Q tile of buffer qi (its q_ready
-    phase completes after the write: the loader's arrive releases it)."""
+def _posted_item(sm: Smem, which: gl.constexpr, it, Q_BUFS: gl.constexpr):
+    """Consumer ``which``'s work item of Q phase ``it`` under DYNAMIC: the loader posts it beside the Q buffer (the
+    buffer's q_ready phase completes after the write: the loader's arrive releases it); n_items when none is left."""
+    qi = which * Q_BUFS + it % Q_BUFS
     mbarrier.wait(sm.q_ready.index(qi), (it // Q_BUFS) & 1)
     return gl.max(sm.item.index(qi).load(ITEM_LAYOUT), 0)
 
@@ -531,16 +540,12 @@ def _consume_item(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_sc
     BLOCK_D: gl.constexpr = o_desc.block_type.shape[3]
     CAUSAL: gl.constexpr = pb.CAUSAL
     dtype: gl.constexpr = sm.q.dtype  # of Q, K, V and P (16-bit, or fp8 e4m3)
-    MMA_K: gl.constexpr = 256 // dtype.primitive_bitwidth  # 16 for 16-bit operands, 32 for fp8
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, BLOCK_N, MMA_K])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, BLOCK_D, MMA_K])
+    s_layout: gl.constexpr = _acc_layout(BLOCK_N, dtype)
+    o_layout: gl.constexpr = _acc_layout(BLOCK_D, dtype)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout,
                                                  k_width=32 // dtype.primitive_bitwidth)
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
-    l_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, 8, MMA_K])
+    l_layout: gl.constexpr = _acc_layout(8, dtype)
     ROWSUM_MMA: gl.constexpr = pb.ROWSUM_MMA
     Q_BUFS: gl.constexpr = _q_bufs(sm, pb)
     MASK: gl.constexpr = _mask_kind(pb, PINGPONG)
@@ -627,23 +632,21 @@ def _consumer(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_scale,
               V_T: gl.constexpr, PINGPONG: gl.constexpr, DYNAMIC: gl.constexpr):
     BLOCK_N: gl.constexpr = pb.BLOCK_N
     dtype: gl.constexpr = sm.q.dtype  # of Q, K, V and P (16-bit, or fp8 e4m3)
-    MMA_K: gl.constexpr = 256 // dtype.primitive_bitwidth  # 16 for 16-bit operands, 32 for fp8
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, BLOCK_N, MMA_K])
     Q_BUFS: gl.constexpr = _q_bufs(sm, pb)
     if pb.ROWSUM_MMA:  # this consumer's B operand of ones for the row sums
         ones_layout: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [4, 1], [1, 0])
         sm.ones.index(which).store(gl.full([8, BLOCK_N], 1.0, gl.float32, ones_layout).to(dtype))
         fence_async_shared()
+    s_layout: gl.constexpr = _acc_layout(BLOCK_N, dtype)
     s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
     j0 = 0  # K/V ring position of the row block's first key tile
     it = 0  # row blocks done by this program: the Q buffers' phase
     if DYNAMIC:
-        u = _posted_item(sm, which * Q_BUFS, 0, Q_BUFS)
+        u = _posted_item(sm, which, it, Q_BUFS)
         while u < pb.n_items:
             j0, it = _consume_item(which, o_desc, LSE, sm, pb, qk_scale, o_scale, u, j0, it, s_zero, STAGES, V_T,
                                    PINGPONG)
-            u = _posted_item(sm, which * Q_BUFS + it % Q_BUFS, it, Q_BUFS)
+            u = _posted_item(sm, which, it, Q_BUFS)
     else:
         for u in range(gl.program_id(0), pb.n_items, gl.num_programs(0)):
             j0, it = _consume_item(which, o_desc, LSE, sm, pb, qk_scale, o_scale, u, j0, it, s_zero, STAGES, V_T,

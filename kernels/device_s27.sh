@@ -30,6 +30,8 @@
 # call7: DYNAMIC where the rule does not take it: the short causal configs (persistent, 64-key tiles, items in a
 #        fixed order; with and without LPT's single row blocks at the end) and three consumers (LONG_CAUSAL_CONFIGS),
 #        5 rounds against the tree.
+# call8: after the review (one accumulator-layout helper, the posted item read by consumer and phase; offline SASS
+#        identical for ten configs), the changed GPU tests of the shift and the ticket grid.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -456,6 +458,10 @@ case $CALL in
     ;;
   call7)
     timeout 300 python3 /tmp/s27/ab_dyn_more.py 5 2>&1 | tee "${LOG}_ab_dyn_more.log"
+    ;;
+  call8)
+    timeout 200 python3 -m pytest tests/kernels/test_attention.py -m gpu -k "first_row or dynamic_grid" -q \
+      -p no:cacheprovider -n 8 2>&1 | tail -3 | tee "${LOG}_gpu_tests_fwd.log"
     ;;
   *) echo "unknown call $CALL"; exit 2 ;;
 esac

@@ -587,6 +587,7 @@ def test_gluon_forward_dynamic_grid_bitwise_gpu(d, config, shape, gen, monkeypat
     ticket is back at zero after every launch), and matches the fp32 reference."""
     _needs_gluon()
     _bitwise_either_way(monkeypatch, "dynamic_grid", (False, True), d, True, config, shape, gen)
+    # dynamic_grid stays patched to True (the second value) for the rest: the ticket in a row and in a graph
     b, hq, hk, lq, lk, layout = shape
     q, k, v = _qkv(b, hq, hk, lq, lk, d, layout, torch.bfloat16, "cuda", gen)
     want = _gluon_forward(q, k, v, layout, True, config)
@@ -652,17 +653,16 @@ def test_gluon_forward_first_row_gpu(d, config, shape, gen, monkeypatch):
     assert attention_ws.first_row(dims, True, config) is not None
     ref, ref_lse = attention_fp32(q, k, v, True, None, layout)
     tag = f"seed={gen.initial_seed()} d={d} {config} {shape}"
-    outer = torch.full((b, hq, lq + 256, d), 7.0, dtype=torch.bfloat16, device="cuda")
-    out = outer[:, :, 128:128 + lq]
-    if layout == "blhd":
-        outer = torch.full((b, lq + 256, hq, d), 7.0, dtype=torch.bfloat16, device="cuda")
-        out = outer[:, 128:128 + lq]
+    pos = 1 if layout == "blhd" else 2  # the position dim: 128 guard rows before the output and after it
+    outer_shape = [b, hq, d]
+    outer_shape.insert(pos, lq + 256)
+    outer = torch.full(outer_shape, 7.0, dtype=torch.bfloat16, device="cuda")
+    out = outer.narrow(pos, 128, lq)
     lse = _nan((b, hq, lq), torch.float32, "cuda")
     assert attention_ws.forward(q, k, v, out, lse, dims, layout, True, d ** -0.5 * LOG2E, config)
     _assert_forward(out, lse, ref, ref_lse, torch.bfloat16, tag)
-    around = outer[:, :128] if layout == "blhd" else outer[:, :, :128]
-    after = outer[:, 128 + lq:] if layout == "blhd" else outer[:, :, 128 + lq:]
-    assert bool((around == 7).all()) and bool((after == 7).all()), tag
+    guards = (outer.narrow(pos, 0, 128), outer.narrow(pos, 128 + lq, 128))
+    assert all(bool((g == 7).all()) for g in guards), tag
     monkeypatch.setattr(attention_ws, "first_row", lambda *a: None)
     plain, plain_lse = _gluon_forward(q, k, v, layout, True, config)
     _assert_forward(plain, plain_lse, ref, ref_lse, torch.bfloat16, tag)
