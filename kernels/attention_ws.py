@@ -302,6 +302,11 @@ def one_loop(dims: AttnDims, causal: bool, fp8: bool, config: Config) -> bool:
     return causal and not fp8 and dims.len_k <= ONE_LOOP_MAX_KEYS and short is not None and tuple(config) == short
 
 
+def row_blocks(len_q: int, consumers: int) -> int:
+    """Row blocks a batch·head: ``consumers`` * 64 queries each (the kernel's ``n_m``)."""
+    return triton.cdiv(len_q, ROWS * consumers)
+
+
 def lpt_heads(dims: AttnDims, causal: bool, fp8: bool, config: Config, sms: int) -> int:
     """How many of the last batch·heads run their row blocks singly, heaviest first across them, at the end of a
     causal grid of one program an item (the kernel's ``LPT``): enough for about ``LPT_SINGLES_PER_SM`` row blocks an
@@ -310,10 +315,10 @@ def lpt_heads(dims: AttnDims, causal: bool, fp8: bool, config: Config, sms: int)
     to fill; measured only on grids of several waves).  fp8 too while ``LPT_FP8``."""
     if not causal or config[3] or (fp8 and not LPT_FP8):
         return 0
-    row_blocks = triton.cdiv(dims.len_q, ROWS * config[2])
-    if triton.cdiv(row_blocks, 2) * dims.batch * dims.heads_q <= sms:
+    n_m = row_blocks(dims.len_q, config[2])
+    if triton.cdiv(n_m, 2) * dims.batch * dims.heads_q <= sms:
         return 0
-    return min(dims.batch * dims.heads_q, triton.cdiv(LPT_SINGLES_PER_SM * sms, row_blocks))
+    return min(dims.batch * dims.heads_q, triton.cdiv(LPT_SINGLES_PER_SM * sms, n_m))
 
 
 def dynamic_grid(config: Config, lpt: int) -> bool:
@@ -336,18 +341,18 @@ def first_row(dims: AttnDims, causal: bool, config: Config) -> int | None:
     rows = ROWS * config[2]
     if not causal or rows % config[0] == 0:
         return None
-    return -((triton.cdiv(dims.len_q, rows) * rows - dims.len_q) // ROWS * ROWS)
+    return -((row_blocks(dims.len_q, config[2]) * rows - dims.len_q) // ROWS * ROWS)
 
 
 def work_items(dims: AttnDims, causal: bool, consumers: int, lpt: int = 0) -> tuple[int, int]:
     """The kernel's work items and how many of them are pairs: row blocks of NC * 64 queries per batch·head, paired
     (first with last, ...) when causal so that every item has the same number of key tiles, but for the last
     ``lpt`` batch·heads' row blocks (:func:`lpt_heads`), which are items of their own."""
-    row_blocks = triton.cdiv(dims.len_q, ROWS * consumers)
+    n_m = row_blocks(dims.len_q, consumers)
     if not causal:
-        return row_blocks * dims.batch * dims.heads_q, 0
-    pairs = triton.cdiv(row_blocks, 2) * (dims.batch * dims.heads_q - lpt)
-    return pairs + row_blocks * lpt, pairs
+        return n_m * dims.batch * dims.heads_q, 0
+    pairs = triton.cdiv(n_m, 2) * (dims.batch * dims.heads_q - lpt)
+    return pairs + n_m * lpt, pairs
 
 
 def forward(q, k, v, out, lse, dims: AttnDims, layout: str, causal: bool, qk_scale: float,

@@ -32,8 +32,7 @@ def _descriptor_type(dtype: str, box: tuple[int, ...]) -> str:
 def check(d: int = 128, bn: int = 128, stages: int = 2, nc: int = 2, causal: bool = False, regs: int = 240,
           maxnreg: int = 168, dt: str = "bf16", out: str = "", v_t: bool = False, pp: bool = False,
           perm_k: bool = False, ones: tuple[str, ...] = (), keep: bool = False, rowsum: bool = False,
-          qb: int = 1, ol: bool = False, lpt: bool = False, shift: bool = False,
-          dyn: bool = False) -> bool:
+          qb: int = 1, ol: bool = False, lpt: bool = False, shift: bool = False, dyn: bool = False) -> bool:
     """Build one configuration; print shared memory, wgmma count and ptxas's spill line.  True if it built.
 
     ``dt``: the inputs' type (bf16, fp16, fp8e4nv); ``out``: the output's (default: dt); ``v_t``: V read
@@ -46,8 +45,7 @@ def check(d: int = 128, bn: int = 128, stages: int = 2, nc: int = 2, causal: boo
     block_d = max(16, 1 << (d - 1).bit_length())
     const = dict(BLOCK_N=bn, STAGES=stages, NC=nc, CAUSAL=causal, CONSUMER_REGS=regs, V_T=v_t,
                  PINGPONG=pp, PERM_K=perm_k, ROWSUM_MMA=rowsum, Q_BUFS=qb, ONE_LOOP=ol, LPT=lpt, SHIFT=shift,
-                 DYNAMIC=dyn,
-                 **{o: 1 for o in ones})
+                 DYNAMIC=dyn, **{o: 1 for o in ones})
     boxes = {"q_desc": (dt, (64, block_d)), "o_desc": (out or dt, (64, block_d)),
              "k_desc": (dt, (bn // 16, 2, 4, 2, block_d) if perm_k else (bn, block_d)),
              "v_desc": (dt, (block_d, bn) if v_t else (bn, block_d))}
