@@ -27,6 +27,8 @@
 #        takes two or more heads, the first to fail there under compute-sanitizer).
 # call4: the shipped decode kernel's configs on this card (warps, stages, chunk) at the suite's shape and two others,
 #        graph-timed in turns (best of 5 rounds) beside a 256 MB copy.
+# call5: the forward's GPU tests on the tree (after session 28's review moved the causal grids' row-block count into
+#        attention_ws.row_blocks, which no GPU run had covered).
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -350,6 +352,10 @@ case $CALL in
     ;;
   call4)
     timeout 300 python3 /tmp/s29/dec_cfg.py 5 2>&1 | tee "${LOG}_dec_cfg.log"
+    ;;
+  call5)
+    timeout 380 python3 -m pytest tests/kernels/test_attention.py -m gpu -q -p no:cacheprovider -n 8 2>&1 | tail -4 \
+      | tee "${LOG}_gpu_tests_fwd.log"
     ;;
   *) echo "unknown call $CALL"; exit 2 ;;
 esac
