@@ -675,10 +675,10 @@ def _consumer2(o_desc, LSE, sm: Smem, pb: Problem, qk_scale, o_scale, STAGES: gl
 @gluon.jit
 def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_items, n_pair_items, lpt_heads, qk_scale,
                 o_scale, row0, TICKET, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, NC: gl.constexpr,
-                CAUSAL: gl.constexpr,
-                CONSUMER_REGS: gl.constexpr, V_T: gl.constexpr, PINGPONG: gl.constexpr, PERM_K: gl.constexpr,
-                ROWSUM_MMA: gl.constexpr = False, Q_BUFS: gl.constexpr = 1, ONE_LOOP: gl.constexpr = False,
-                LPT: gl.constexpr = False, SHIFT: gl.constexpr = False, DYNAMIC: gl.constexpr = False):
+                CAUSAL: gl.constexpr, CONSUMER_REGS: gl.constexpr, V_T: gl.constexpr, PINGPONG: gl.constexpr,
+                PERM_K: gl.constexpr, ROWSUM_MMA: gl.constexpr = False, Q_BUFS: gl.constexpr = 1,
+                ONE_LOOP: gl.constexpr = False, LPT: gl.constexpr = False, SHIFT: gl.constexpr = False,
+                DYNAMIC: gl.constexpr = False):
     """q/k/o_desc: host tensor descriptors over (B, H, L, HEAD_DIM) with [1, 1, rows, BLOCK_D] boxes (64 rows
     for q and o, BLOCK_N for k); v_desc the same as k's, or with ``V_T`` over (B, H, HEAD_DIM, L) with
     [1, 1, BLOCK_D, BLOCK_N] boxes (V stored position-contiguous: required for fp8).  Q/K/V fp16, bf16 or

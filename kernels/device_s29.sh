@@ -29,6 +29,8 @@
 #        graph-timed in turns (best of 5 rounds) beside a 256 MB copy.
 # call5: the forward's GPU tests on the tree (after session 28's review moved the causal grids' row-block count into
 #        attention_ws.row_blocks, which no GPU run had covered).
+# call6: after the review of git diff 622505b.. (the tests' warm-up-then-capture now one helper, _captured), the two
+#        GPU tests that use it: the forward's ticket grid and the backward's in-kernel preparation in a CUDA graph.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -356,6 +358,10 @@ case $CALL in
   call5)
     timeout 380 python3 -m pytest tests/kernels/test_attention.py -m gpu -q -p no:cacheprovider -n 8 2>&1 | tail -4 \
       | tee "${LOG}_gpu_tests_fwd.log"
+    ;;
+  call6)
+    timeout 300 python3 -m pytest tests/kernels/test_attention.py tests/kernels/test_attention_bwd_ws.py -m gpu -q \
+      -p no:cacheprovider -n 8 -k "dynamic_grid_bitwise or prepares_later_heads" 2>&1 | tail -3 | tee "${LOG}_gpu_tests_graph.log"
     ;;
   *) echo "unknown call $CALL"; exit 2 ;;
 esac

@@ -41,6 +41,20 @@ def _nan(shape, dtype, device) -> torch.Tensor:
     return torch.full(shape, float("nan"), dtype=dtype, device=device)
 
 
+def _captured(fn) -> torch.cuda.CUDAGraph:
+    """``fn`` run once on a side stream (the kernels built and their per-stream buffers made there, outside a
+    capture), then captured in a CUDA graph on that stream."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        fn()
+    return graph
+
+
 def _assert_forward(out, lse, ref, ref_lse, dtype, tag: str) -> None:
     """Every output written and finite, within FWD_TOL of the reference; lse infinite exactly where the
     reference's is (rows that see no key), else within 2e-2."""
@@ -596,14 +610,8 @@ def test_gluon_forward_dynamic_grid_bitwise_gpu(d, config, shape, gen, monkeypat
     dims = check_dims(q, k, v, layout, HEAD_DIMS)
     out, lse = torch.empty_like(want[0]), torch.empty_like(want[1])
     scale = d ** -0.5 * LOG2E
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):  # a warm-up launch on the capture stream (its ticket made outside the capture)
-        attention_ws.forward(q, k, v, out, lse, dims, layout, True, scale, config)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=stream):
-        attention_ws.forward(q, k, v, out, lse, dims, layout, True, scale, config)
+    # the warm-up launch on the capture stream makes its ticket outside the capture
+    graph = _captured(lambda: attention_ws.forward(q, k, v, out, lse, dims, layout, True, scale, config))
     for _ in range(3):
         out.fill_(float("nan"))
         graph.replay()

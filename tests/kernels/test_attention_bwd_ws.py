@@ -19,7 +19,7 @@ from kernels._checks import check_attention as check_dims
 from kernels._checks import sm_count
 from kernels.attention import attention_backward, attention_forward
 from kernels.reference import attention_fp32, rel_err
-from tests.kernels.test_attention import BWD_TOL, _nan, _rand, _shape
+from tests.kernels.test_attention import BWD_TOL, _captured, _nan, _rand, _shape
 
 
 def _problem(b, hq, hk, lq, lk, d, causal, layout, dtype, device, gen):
@@ -347,14 +347,7 @@ def test_gluon_backward_prepares_later_heads_gpu(b, hq, hk, lq, lk, d, causal, g
     grads = [_nan(t.shape, t.dtype, t.device) for t in (q, k, v)]
     run = functools.partial(attention_bwd_ws.backward, do, q, k, v, out, lse, *grads, dims, "bhld", causal,
                             d ** -0.5, prep=True)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        run()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        run()
+    graph = _captured(run)
     for t in grads:
         t.fill_(float("nan"))
     for _ in range(3):
