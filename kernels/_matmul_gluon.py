@@ -1,7 +1,8 @@
 """Host side of the warp-specialised Gluon GEMM (``kernels/_matmul_ws.py``): eligibility, descriptors, launch.
 
-Used by ``matmul.matmul(..., misaligned_b="ws")`` for a row-major B whose row pitch is not a multiple of 128
-bytes (B read through cp.async, no repack copy), and selectable for any eligible product (``ws=`` config).
+The default for large GEMMs, and for a row-major B whose row pitch is not a multiple of 128 bytes in clusters of two
+CTAs (``cluster=True``: B read by TMA, each tile multicast to both CTAs; ``matmul.MISALIGNED_B`` "ws-mc"); also
+through cp.async copies (``misaligned_b="ws"``), and selectable for any eligible product (``ws=`` config).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import torch
 import triton
 
+from kernels import _ptx_cluster
 from kernels._checks import GLUON_BUILD_ERRORS, gluon_build_failed, gluon_runnable, gluon_status, sm_count, tma_aligned
 
 try:  # Gluon ships with Triton >= 3.5; the kernel is written against the GPU machine's 3.6 API
@@ -31,6 +33,13 @@ CONSUMER_REGS, MAXNREG = 208, 168
 # what a ws config may hold (built and GPU-tested combinations: kernels/NOTES.md, session 8)
 WS_BLOCK_M, WS_BLOCK_N, WS_BLOCK_K, WS_STAGES, WS_EPI = (128,), (128, 256), (64,), (3, 4), (0, 1)
 _broken: list[str] = []  # the default config's build error, once it failed to build here
+_broken_cluster: list[str] = []  # the clustered build's error, once it failed (the PTX rewrite or the build)
+if matmul_ws_kernel is not None:
+    try:  # CLUSTER=2 builds through the PTX rewrite, launched in clusters; the B descriptor is PTX parameter 5 (a
+        # 2-D descriptor is 5 parameters: the CUtensorMap, two sizes, two strides; A's come first)
+        _ptx_cluster.clustered(matmul_ws_kernel, "CLUSTER", desc_param=5)
+    except Exception as exc:  # another Triton's JIT: the clustered route stays off
+        _broken_cluster.append(f"{type(exc).__name__}: {exc}")
 
 
 def check_ws_config(config: tuple) -> tuple:
@@ -58,25 +67,35 @@ def _layout(box: list[int], dtype: torch.dtype):
 
 
 def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple | None = None,
-              b_tma: bool | None = None) -> bool:
+              b_tma: bool | None = None, cluster: bool = False) -> bool:
     """``c = a @ b`` through the Gluon kernel; False (nothing written) when it cannot be built here.  ``b_tma``:
-    B through TMA too (default: only when its row pitch is a multiple of 128 bytes)."""
+    B through TMA too (default: only when its row pitch is a multiple of 128 bytes).  ``cluster``: in clusters of
+    two CTAs, B by TMA multicast (the default config's tiles; False, nothing written, once that build failed)."""
     bm, bn, bk, group, stages, epi = check_ws_config(config) if config is not None else WS_CONFIG
     m, k = a.shape
     n = b.shape[1]
-    if b_tma is None:
-        b_tma = (b.stride(0) * b.element_size()) % 128 == 0
+    if cluster and (_broken_cluster or config is not None):
+        return False
+    if b_tma is None or cluster:
+        b_tma = cluster or (b.stride(0) * b.element_size()) % 128 == 0
+    sms = sm_count(a.device, 1)
     a_desc = TensorDescriptor(a, [m, k], [a.stride(0), 1], [bm, bk], _layout([bm, bk], a.dtype))
-    b_desc = TensorDescriptor(b, [k, n], [b.stride(0), 1], [bk, bn], _layout([bk, bn], a.dtype))
+    b_box = [bk, bn // 2] if cluster else [bk, bn]  # with clusters each CTA copies half of B's tile
+    b_desc = TensorDescriptor(b, [k, n], [b.stride(0), 1], b_box, _layout(b_box, a.dtype))
     c_desc = TensorDescriptor(c, [m, n], [c.stride(0), 1], [bm // 2, bn], _layout([bm // 2, bn], a.dtype))
-    tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
-    grid = (min(tiles, sm_count(a.device, 1)),)
+    if cluster:  # one program a CTA, the grid counts clusters of two (pairs of tile rows in a tile column)
+        grid = (min(triton.cdiv(triton.cdiv(m, bm), 2) * triton.cdiv(n, bn), sms // 2),)
+    else:
+        grid = (min(triton.cdiv(m, bm) * triton.cdiv(n, bn), sms),)
     try:
         matmul_ws_kernel[grid](a_desc, b_desc, c_desc, b, c, m, n, k, n // 8, b.stride(0) // 8, c.stride(0),
                                BLOCK_N=bn, GROUP_M=group, STAGES=stages, B_TMA=bool(b_tma), EPI=epi,
-                               CONSUMER_REGS=CONSUMER_REGS, num_warps=4, maxnreg=MAXNREG)
-    except GLUON_BUILD_ERRORS as exc:  # compile, ptxas or resource errors: not a launch failure
-        if config is None:  # the default config: the Triton kernels take every GEMM from now on, said once
+                               CONSUMER_REGS=CONSUMER_REGS, CLUSTER=2 if cluster else 1,
+                               CLUSTER_PTX=_ptx_cluster.VERSION if cluster else 0, num_warps=4, maxnreg=MAXNREG)
+    except GLUON_BUILD_ERRORS as exc:  # compile, ptxas or resource errors (the PTX rewrite's): not a launch failure
+        if cluster:  # the unclustered routes take over, said once
+            gluon_build_failed(exc, _broken_cluster, "Gluon GEMM in clusters of two CTAs", "the repack route")
+        elif config is None:  # the default config: the Triton kernels take every GEMM from now on, said once
             gluon_build_failed(exc, _broken, "warp-specialised Gluon GEMM", "the Triton kernels")
         elif "CUDA error" in str(exc):
             raise
@@ -84,5 +103,6 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
     return True
 
 
-def status() -> str:
-    return gluon_status(matmul_ws_kernel, IMPORT_ERROR, _broken, True, "")
+def status(cluster: bool = False) -> str:
+    """The kernel's availability (``cluster``: of its clustered build) for reports."""
+    return gluon_status(matmul_ws_kernel, IMPORT_ERROR, _broken + (_broken_cluster if cluster else []), True, "")

@@ -15,6 +15,15 @@ One program per SM loops over (BLOCK_M, BLOCK_N) output tiles in grouped order. 
   flight, the slot released (``empty``, count 2) once the next group is issued; the tile's rows then go out
   through a TMA store (``EPI`` 0, staged in shared memory) or plain masked stores (``EPI`` 1: no staging
   buffer, room for a deeper ring; measured slower).
+
+With ``CLUSTER`` = 2 (B through TMA) the programs run in clusters of two CTAs (``kernels/_ptx_cluster.py`` adds what
+Gluon cannot express to the PTX and launches the clusters): the two CTAs of a cluster take the output tiles of rows 2p
+and 2p + 1 of one column of tiles at the same time, and each copies one half of their common B tile, which the copy
+engine multicasts into both CTAs' ring slot, so a slot is free once both CTAs' consumers are done with it (``empty``
+counts four arrivals).  Each B tile leaves L2 once for two tiles: for a B whose row pitch is not a multiple of 128
+bytes, whose TMA rows straddle two 128-byte lines, that is what makes reading it directly (no repack copy) as fast as
+the repack route's GEMM alone (H200, 4000x5000x3000: 199-202 us against 232-237 unclustered; kernels/NOTES.md,
+session 30).
 """
 # (no "from __future__ import annotations": Gluon needs the annotations at run time)
 
@@ -41,8 +50,27 @@ def _coords(tile, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
 
 
 @gluon.jit
+def _tile(item, num_pid_m, num_pid_n, GROUP_M: gl.constexpr, CLUSTER: gl.constexpr):
+    """(pid_m, pid_n) of this program's output tile in work item ``item`` (a tile, or with ``CLUSTER`` 2 a pair of
+    tile rows in one tile column: the CTA of rank r takes row 2p + r)."""
+    if CLUSTER == 1:
+        return _coords(item, num_pid_m, num_pid_n, GROUP_M)
+    else:
+        pair_m, pid_n = _coords(item, gl.cdiv(num_pid_m, 2), num_pid_n, GROUP_M)
+        return 2 * pair_m + gl.program_id(0) % 2, pid_n
+
+
+@gluon.jit
+def _items(num_pid_m, num_pid_n, CLUSTER: gl.constexpr):
+    """(first, end, step) of this program's work items: tiles, or with ``CLUSTER`` 2 pairs of tiles, shared by the
+    two CTAs of a cluster."""
+    return (gl.program_id(0) // CLUSTER, gl.cdiv(num_pid_m, CLUSTER) * num_pid_n,
+            gl.num_programs(0) // CLUSTER)
+
+
+@gluon.jit
 def _producer(a_desc, b_desc, B, K, N8, SB8, a_s, b_s, a_ready, b_ready, empty, num_pid_m, num_pid_n,
-              GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr):
+              GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr, CLUSTER: gl.constexpr):
     # the default partition (4 warps)
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
@@ -52,10 +80,12 @@ def _producer(a_desc, b_desc, B, K, N8, SB8, a_s, b_s, a_ready, b_ready, empty, 
     ld: gl.constexpr = gl.BlockedLayout([1, 8], [32 // TPW_N, TPW_N], [4, 1], [1, 0])
     rows = gl.arange(0, BLOCK_K, layout=gl.SliceLayout(1, ld))
     cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, ld))
+    HALF_N: gl.constexpr = BLOCK_N // 2
     k_tiles = gl.cdiv(K, BLOCK_K)
     j = 0
-    for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
-        pid_m, pid_n = _coords(tile, num_pid_m, num_pid_n, GROUP_M)
+    first, end, step = _items(num_pid_m, num_pid_n, CLUSTER)
+    for item in range(first, end, step):
+        pid_m, pid_n = _tile(item, num_pid_m, num_pid_n, GROUP_M, CLUSTER)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
         offs_n = off_n + cols
@@ -64,7 +94,16 @@ def _producer(a_desc, b_desc, B, K, N8, SB8, a_s, b_s, a_ready, b_ready, empty, 
         for kt in range(k_tiles):
             s = j % STAGES
             mbarrier.wait(empty.index(s), ((j // STAGES) & 1) ^ 1)  # a fresh barrier counts as phase 1 done
-            if B_TMA:
+            if CLUSTER == 2:  # this CTA's A tile, its half of B multicast, the other half from the other CTA
+                mbarrier.expect(a_ready.index(s), a_desc.block_type.nbytes + 2 * b_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(a_desc, [off_m, kt * BLOCK_K], a_ready.index(s), a_s.index(s))
+                if gl.program_id(0) % 2 == 0:
+                    tma.async_copy_global_to_shared(b_desc, [kt * BLOCK_K, off_n], a_ready.index(s),
+                                                    b_s.index(s).slice(0, HALF_N, dim=1))
+                else:
+                    tma.async_copy_global_to_shared(b_desc, [kt * BLOCK_K, off_n + HALF_N], a_ready.index(s),
+                                                    b_s.index(s).slice(HALF_N, HALF_N, dim=1))
+            elif B_TMA:
                 mbarrier.expect(a_ready.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
                 tma.async_copy_global_to_shared(a_desc, [off_m, kt * BLOCK_K], a_ready.index(s), a_s.index(s))
                 tma.async_copy_global_to_shared(b_desc, [kt * BLOCK_K, off_n], a_ready.index(s), b_s.index(s))
@@ -82,7 +121,8 @@ def _producer(a_desc, b_desc, B, K, N8, SB8, a_s, b_s, a_ready, b_ready, empty, 
 
 @gluon.jit
 def _consumer(which: gl.constexpr, c_desc, C, M, N, K, scm, a_s, b_s, c_s, a_ready, b_ready, empty, num_pid_m,
-              num_pid_n, GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr, EPI: gl.constexpr):
+              num_pid_n, GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr, EPI: gl.constexpr,
+              CLUSTER: gl.constexpr):
     BLOCK_M: gl.constexpr = a_s.shape[1]
     BLOCK_K: gl.constexpr = a_s.shape[2]
     BLOCK_N: gl.constexpr = b_s.shape[2]
@@ -90,10 +130,10 @@ def _consumer(which: gl.constexpr, c_desc, C, M, N, K, scm, a_s, b_s, c_s, a_rea
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                          instr_shape=[16, BLOCK_N, 16])
     k_tiles = gl.cdiv(K, BLOCK_K)
-    num_tiles = num_pid_m * num_pid_n
     j = 0
-    for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
-        pid_m, pid_n = _coords(tile, num_pid_m, num_pid_n, GROUP_M)
+    first, end, step = _items(num_pid_m, num_pid_n, CLUSTER)
+    for item in range(first, end, step):
+        pid_m, pid_n = _tile(item, num_pid_m, num_pid_n, GROUP_M, CLUSTER)
         r0 = pid_m * BLOCK_M + which * ROWS
         off_n = pid_n * BLOCK_N
         acc = gl.zeros([ROWS, BLOCK_N], gl.float32, acc_layout)
@@ -128,26 +168,32 @@ def _consumer(which: gl.constexpr, c_desc, C, M, N, K, scm, a_s, b_s, c_s, a_rea
 
 @gluon.jit
 def _consumer0(c_desc, C, M, N, K, scm, a_s, b_s, c_s, a_ready, b_ready, empty, num_pid_m, num_pid_n,
-               GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr, EPI: gl.constexpr):
+               GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr, EPI: gl.constexpr,
+               CLUSTER: gl.constexpr):
     _consumer(0, c_desc, C, M, N, K, scm, a_s, b_s, c_s, a_ready, b_ready, empty, num_pid_m, num_pid_n, GROUP_M,
-              STAGES, B_TMA, EPI)
+              STAGES, B_TMA, EPI, CLUSTER)
 
 
 @gluon.jit
 def _consumer1(c_desc, C, M, N, K, scm, a_s, b_s, c_s, a_ready, b_ready, empty, num_pid_m, num_pid_n,
-               GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr, EPI: gl.constexpr):
+               GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr, EPI: gl.constexpr,
+               CLUSTER: gl.constexpr):
     _consumer(1, c_desc, C, M, N, K, scm, a_s, b_s, c_s, a_ready, b_ready, empty, num_pid_m, num_pid_n, GROUP_M,
-              STAGES, B_TMA, EPI)
+              STAGES, B_TMA, EPI, CLUSTER)
 
 
 @gluon.jit
 def matmul_ws_kernel(a_desc, b_desc, c_desc, B, C, M, N, K, N8, SB8, scm,
                      BLOCK_N: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr,
-                     EPI: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+                     EPI: gl.constexpr, CONSUMER_REGS: gl.constexpr, CLUSTER: gl.constexpr = 1,
+                     CLUSTER_PTX: gl.constexpr = 0):
     """a_desc: host descriptor over A (M, K) with [BLOCK_M, BLOCK_K] boxes; c_desc over C (M, N) with
     [BLOCK_M / 2, BLOCK_N] boxes; b_desc over B (K, N) with [BLOCK_K, BLOCK_N] boxes (read only with ``B_TMA``;
     otherwise B is read through the pointer ``B``, row stride SB8 * 8 elements, N8 * 8 == N columns).  C also as
-    a pointer with row stride ``scm`` for ``EPI`` 1."""
+    a pointer with row stride ``scm`` for ``EPI`` 1.  ``CLUSTER`` 2 (``B_TMA``, ``EPI`` 0; b_desc's boxes
+    [BLOCK_K, BLOCK_N / 2]): compiled and launched through ``kernels/_ptx_cluster.py`` only, an even number of
+    programs; ``CLUSTER_PTX``: that rewrite's version (a new one compiles anew)."""
+    gl.static_assert(CLUSTER == 1 or (B_TMA and EPI == 0), "CLUSTER 2 reads B by TMA and stores by TMA")
     dtype: gl.constexpr = a_desc.dtype
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
@@ -166,12 +212,12 @@ def matmul_ws_kernel(a_desc, b_desc, c_desc, B, C, M, N, K, N8, SB8, scm,
     for i in gl.static_range(STAGES):
         mbarrier.init(a_ready.index(i), count=1)
         mbarrier.init(b_ready.index(i), count=128)  # one cp.async arrival per producer thread
-        mbarrier.init(empty.index(i), count=2)  # released by both consumers
+        mbarrier.init(empty.index(i), count=2 * CLUSTER)  # released by both consumers (of both CTAs)
     gl.warp_specialize([
         (_producer, (a_desc, b_desc, B, K, N8, SB8, a_s, b_s, a_ready, b_ready, empty, num_pid_m, num_pid_n,
-                     GROUP_M, STAGES, B_TMA)),
+                     GROUP_M, STAGES, B_TMA, CLUSTER)),
         (_consumer0, (c_desc, C, M, N, K, scm, a_s, b_s, c_s, a_ready, b_ready, empty, num_pid_m, num_pid_n,
-                      GROUP_M, STAGES, B_TMA, EPI)),
+                      GROUP_M, STAGES, B_TMA, EPI, CLUSTER)),
         (_consumer1, (c_desc, C, M, N, K, scm, a_s, b_s, c_s, a_ready, b_ready, empty, num_pid_m, num_pid_n,
-                      GROUP_M, STAGES, B_TMA, EPI)),
+                      GROUP_M, STAGES, B_TMA, EPI, CLUSTER)),
     ], [4, 4], [CONSUMER_REGS, CONSUMER_REGS])

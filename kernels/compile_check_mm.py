@@ -1,10 +1,12 @@
 """Compile the Gluon GEMM (``kernels/_matmul_ws.py``) for sm_90 offline, against the GPU machine's Triton 3.6.0.
 
-    python3.11 kernels/compile_check_mm.py "" "stages=4,epi=1" "b_tma=True"
+    python3.11 kernels/compile_check_mm.py "" "stages=4,epi=1" "b_tma=True" "cluster=2"
 
 Each argument is one configuration, keyword arguments of :func:`check` (defaults: 128x256x64 tiles, 3 stages,
-TMA-store epilogue, B through cp.async).  Prints shared memory, the wgmma / cp.async / TMA counts of the PTX
-and ptxas's spill line.  Triton is imported from ``TRITON_SITE`` (default /tmp/t36/site311); no torch needed.
+TMA-store epilogue, B through cp.async; ``cluster=2``: clusters of two CTAs, B by TMA multicast, through
+``kernels/_ptx_cluster.py``'s PTX rewrite).  Prints shared memory, the wgmma / cp.async / TMA counts of the PTX
+and ptxas's spill line; ``--ptx-fixture`` writes the PTX fixture of tests/kernels/test_ptx_cluster.py instead.
+Triton is imported from ``TRITON_SITE`` (default /tmp/t36/site311); no torch needed.
 """
 
 import os
@@ -13,16 +15,18 @@ import sys
 sys.path.insert(0, os.environ.get("TRITON_SITE", "/tmp/t36/site311"))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from kernels import _ptx_cluster
 from kernels._matmul_ws import matmul_ws_kernel
 from kernels._offline_build import build, descriptor_type, main
 
 
 def check(bm: int = 128, bn: int = 256, bk: int = 64, stages: int = 3, epi: int = 0, b_tma: bool = False,
-          group: int = 8, regs: int = 208, maxnreg: int = 168) -> bool:
+          group: int = 8, regs: int = 208, maxnreg: int = 168, cluster: int = 1) -> bool:
     """Build one configuration; True if it built."""
+    b_tma = b_tma or cluster == 2
     const = {"BLOCK_N": bn, "GROUP_M": group, "STAGES": stages, "B_TMA": b_tma, "EPI": epi,
-             "CONSUMER_REGS": regs}
-    descs = {"a_desc": (bm, bk), "b_desc": (bk, bn), "c_desc": (bm // 2, bn)}
+             "CONSUMER_REGS": regs, "CLUSTER": cluster, "CLUSTER_PTX": _ptx_cluster.VERSION if cluster == 2 else 0}
+    descs = {"a_desc": (bm, bk), "b_desc": (bk, bn // cluster), "c_desc": (bm // 2, bn)}
     sig = {}
     for name in matmul_ws_kernel.arg_names:
         if name in const:
@@ -33,12 +37,46 @@ def check(bm: int = 128, bn: int = 256, bk: int = 64, stages: int = 3, epi: int 
             sig[name] = {"B": "*bf16", "C": "*bf16"}.get(name, "i32")
     names = matmul_ws_kernel.arg_names
     attrs = {(names.index("B"),): [["tt.divisibility", 16]], (names.index("C"),): [["tt.divisibility", 16]]}
-    tag = f"{bm}x{bn}x{bk} stages={stages} epi={epi} b_tma={b_tma} group={group} regs={regs}/{maxnreg}"
-    return build(matmul_ws_kernel, sig, const, attrs, maxnreg=maxnreg, tag=tag,
-                 path=f"/tmp/matmul_ws_{bm}_{bn}_{bk}_{stages}_{epi}_{int(b_tma)}",
-                 counts=("wgmma.mma_async", "cp.async.cg", "cp.async.ca", "cp.async.mbarrier", "cp.async.bulk.tensor",
-                         "fence.proxy.async", "setmaxnreg"))
+    tag = (f"{bm}x{bn}x{bk} stages={stages} epi={epi} b_tma={b_tma} group={group} regs={regs}/{maxnreg} "
+           f"cluster={cluster}")
+    counts = ("wgmma.mma_async", "cp.async.cg", "cp.async.ca", "cp.async.mbarrier", "cp.async.bulk.tensor",
+              "fence.proxy.async", "setmaxnreg", "multicast::cluster", "mapa", "barrier.cluster")
+    path = f"/tmp/matmul_ws_{bm}_{bn}_{bk}_{stages}_{epi}_{int(b_tma)}" + ("_c2" if cluster == 2 else "")
+    if cluster == 2:  # the B descriptor is PTX parameter 5, as in kernels/_matmul_gluon.py
+        with _ptx_cluster.rewriting(desc_param=5):
+            return build(matmul_ws_kernel, sig, const, attrs, maxnreg=maxnreg, tag=tag, path=path, counts=counts)
+    return build(matmul_ws_kernel, sig, const, attrs, maxnreg=maxnreg, tag=tag, path=path, counts=counts)
+
+
+FIXTURE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data", "ptx",
+                       "matmul_ws_cluster2_triton36_sm90.ptx.gz")
+
+
+def ptx_fixture() -> None:
+    """Write tests/data/ptx's fixture: the default tiles' ``CLUSTER`` = 2 PTX before the rewrite, without the debug
+    line records and sections (paths of the machine that built it)."""
+    import gzip
+
+    import triton
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from kernels._offline_build import TARGET
+
+    const = {"BLOCK_N": 256, "GROUP_M": 8, "STAGES": 3, "B_TMA": True, "EPI": 0, "CONSUMER_REGS": 208, "CLUSTER": 2,
+             "CLUSTER_PTX": _ptx_cluster.VERSION}
+    descs = {"a_desc": (128, 64), "b_desc": (64, 128), "c_desc": (64, 256)}
+    sig = {name: "constexpr" if name in const else descriptor_type("bf16", descs[name]) if name in descs
+           else {"B": "*bf16", "C": "*bf16"}.get(name, "i32") for name in matmul_ws_kernel.arg_names}
+    kernel = triton.compile(GluonASTSource(fn=matmul_ws_kernel, signature=sig, constexprs=const, attrs={}),
+                            target=TARGET, options={"num_warps": 4, "num_stages": 1, "maxnreg": 168})
+    lines = [line for line in kernel.asm["ptx"].splitlines() if not line.lstrip().startswith((".loc", ".file"))]
+    end = next((i for i, line in enumerate(lines) if line.startswith("\t.section\t.debug")), len(lines))
+    with gzip.open(FIXTURE, "wt") as f:
+        f.write("\n".join(lines[:end]) + "\n")
+    print(f"wrote {FIXTURE}")
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--ptx-fixture"]:
+        sys.exit(ptx_fixture())
     sys.exit(main(check, sys.argv[1:]))

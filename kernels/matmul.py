@@ -172,9 +172,13 @@ def _tma_ok(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
 # parts, the second part's copy on a side stream beside the first part's GEMM; session 6: slower, 219.1 vs
 # 213.2 us at 4000x5000x3000, so opt-in only), or through the warp-specialised Gluon kernel (kernels/_matmul_ws.py):
 # "ws" (B through cp.async copies, no repack: session 8, 418 TFLOPS, L2-bound), "ws-tma" (B through TMA anyway)
-# or "ws-repack" (repack, then the Gluon kernel); the Gluon ones fall back to "ws-repack" / "repack".  Session 8
-# call 2 finals (4000x5000x3000, graph-timed): ws-repack 208.3 us, repack 218.3, ws-tma 251.3 (cuBLAS 187.1).
-MISALIGNED_B = "ws-repack"
+# or "ws-repack" (repack, then the Gluon kernel), or "ws-mc" (no repack: the Gluon kernel in clusters of two CTAs,
+# each B tile read once by TMA for both, where the Gluon kernel is taken: ``gluon_default`` or gluon=True; else
+# "ws-repack"); the Gluon ones fall back to "ws-repack" / "repack".  Session 8 call 2 finals (H100, 4000x5000x3000,
+# graph-timed): ws-repack 208.3 us, repack 218.3, ws-tma 251.3 (cuBLAS 187.1).  Session 30 (H200s, NOTES.md): ws-mc
+# 199.4 / 201.9 us, ws-repack 207.5 / 210.3, ws-tma 236.8 / 232.7 (cuBLAS 193.6 / 195.8).
+MISALIGNED_B = "ws-mc"
+MISALIGNED_HOWS = ("tma", "ptr", "repack", "overlap", "ws", "ws-tma", "ws-repack", "ws-mc")
 # Large GEMMs through the Gluon kernel (row-major B, fp16/bf16, sm_90): session 8 call 2 finals (H100, graph-timed),
 # Gluon vs Triton: 4096^3 193.9 vs 202.5 us, 8192^3 1560 vs 1604, 4096x14336x4096 710.0 vs 725.0
 GLUON_GEMM = True
@@ -293,7 +297,8 @@ def matmul(
     ``_matmul_gluon.WS_CONFIG`` tuple) runs the warp-specialised Gluon kernel (``misaligned_b="ws"`` picks it
     with its default config for a misaligned B); ValueError where it cannot run.  ``gluon``: True / False takes
     / avoids that kernel (default config) wherever it can run; None (default): ``gluon_default`` decides, for
-    row-major B with no Triton tuning knob given, and for a misaligned B when ``misaligned_b`` is "ws-repack".
+    row-major B with no Triton tuning knob given, and for a misaligned B when ``misaligned_b`` is "ws-mc" (then in
+    clusters, B not repacked) or "ws-repack".
     """
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, torch.Tensor) or t.dim() != 2:
@@ -302,6 +307,8 @@ def matmul(
     check_device(a, b)
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"inner dimensions must match: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    if misaligned_b is not None and misaligned_b not in MISALIGNED_HOWS:
+        raise ValueError(f"misaligned_b must be one of {MISALIGNED_HOWS}, got {misaligned_b!r}")
     m, k = a.shape
     n = b.shape[1]
     c = torch.empty((m, n), dtype=a.dtype, device=a.device) if out is None else out
@@ -337,6 +344,10 @@ def matmul(
     if tma and not colmajor and _b_pitch_misaligned(b):
         # decode-sized M reads B once (memory-bound): a repack would double its traffic
         how = misaligned_b or (MISALIGNED_B if m > SMALL_M else "tma")
+        if how == "ws-mc":
+            if want_gluon and _mg.runnable(a, b, c) and _mg.matmul_ws(a, b, c, cluster=True):
+                return c
+            how = "ws-repack"
         if how in ("ws", "ws-tma"):
             if _mg.runnable(a, b, c) and _mg.matmul_ws(a, b, c, b_tma=how == "ws-tma"):
                 return c

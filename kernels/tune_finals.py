@@ -124,7 +124,7 @@ def apply_best(rows: list[dict], log) -> None:
 # (session 5, call 2: all slower than the unsplit kernel at 64x4096x4096; none in the last call)
 FINAL_SPLITK: list[tuple] = []
 # misaligned-B paths shown beside the default ("ours") in the finals
-FINAL_MISALIGNED = ("repack", "ws-tma", "ws-repack")
+FINAL_MISALIGNED = ("repack", "ws-tma", "ws-repack", "ws-mc")
 EVICT_REPACK = (32, 256, 4, 1)  # evict-first loads, evict-last stores (session 6: the fastest copy)
 # session 8: Gluon GEMM configs shown beside the default at the misaligned shapes (filled from the sweep by
 # apply_best); at the aligned large shapes the Gluon GEMM (B through TMA) runs with its default config

@@ -93,6 +93,15 @@ def test_misaligned_b_takes_gluon_only_by_the_default_rule(kw, gluon, device, ge
     assert bool(calls) is gluon, calls
 
 
+def test_misaligned_b_route_must_be_known(device, gen):
+    """An unknown ``misaligned_b`` is a ValueError naming the routes (it used to fall through to the descriptor path
+    silently)."""
+    a = torch.randn(70, 40, generator=gen).to(device=device, dtype=torch.bfloat16)
+    b = torch.randn(40, 104, generator=gen).to(device=device, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"misaligned_b must be one of .*'ws-mc'.*got 'ws-cluster'"):
+        matmul(a, b, misaligned_b="ws-cluster")
+
+
 def test_matmul_non_persistent_grid(device, gen):
     check_matmul(70, 90, 33, torch.float16, device, gen, persistent=False)
 

@@ -8,12 +8,13 @@ import torch
 
 from kernels import _matmul_gluon as mg
 from kernels.matmul import matmul
+from kernels.reference import rel_err
 from tests.kernels.test_matmul import check_matmul
 
 WS_CFGS = [(128, 256, 64, 8, 3, 0), (128, 256, 64, 8, 4, 1), (128, 128, 64, 8, 4, 0), (128, 256, 64, 1, 3, 0)]
 
 
-@pytest.mark.parametrize("how", ["ws", "ws-tma", "ws-repack"])
+@pytest.mark.parametrize("how", ["ws", "ws-tma", "ws-repack", "ws-mc"])
 def test_ws_falls_back_to_repack_where_it_cannot_run(how, device, gen):
     """The Gluon routes off an sm_90 GPU (or in the interpreter) take the repack path."""
     if mg.runnable(*(torch.empty(128, 128, dtype=torch.bfloat16, device=device) for _ in range(3))):
@@ -84,7 +85,7 @@ def test_matmul_gpu_ws_aligned(m, n, k, dtype, cfg, gen):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("how", ["ws", "ws-tma", "ws-repack", "repack"])
+@pytest.mark.parametrize("how", ["ws", "ws-tma", "ws-repack", "ws-mc", "repack"])
 @pytest.mark.parametrize(("m", "n", "k"), [(4000, 5000, 3000), (4096, 5000, 3072), (1000, 4104, 776)])
 def test_matmul_gpu_ws_routes(how, m, n, k, gen):
     """Each misaligned-B route at ragged shapes (twice: ring phases carried across calls are not state)."""
@@ -102,3 +103,56 @@ def test_matmul_gpu_default_routes(gluon, m, n, k, dtype, gen):
     """The default (Gluon for large row-major GEMMs), the Triton kernel, and Gluon forced."""
     check_matmul(m, n, k, dtype, "cuda", gen, ref_dtype=torch.float32, gluon=gluon)
     assert mg.status() == "enabled", mg.status()
+
+
+def _inputs(m, n, k, gen, pitch=None):
+    a = torch.randn(m, k, generator=gen).to(device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, pitch or n, generator=gen).to(device="cuda", dtype=torch.bfloat16)[:, :n]
+    return a, b
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("m", "n", "k", "pitch"), [(4000, 5000, 3000, None), (4000, 5000, 3000, 5120),
+                                                    (300, 1000, 3000, None), (129, 5000, 72, None),
+                                                    (1000, 4104, 776, None), (4096, 4096, 4096, None),
+                                                    (70, 264, 40, None), (2000, 8, 512, None)])
+def test_matmul_gpu_ws_cluster_bitwise(m, n, k, pitch, gen):
+    """Clusters of two CTAs with B multicast (kernels/_ptx_cluster.py): the unclustered kernel's products in the
+    same order, so bitwise its output (B by TMA there too), at odd tile-row counts (the last pair's second tile wholly
+    past M), one tile column, misaligned and aligned pitches; three calls in a row (the ring's phases and the cluster
+    barriers carry nothing over), then captured in a CUDA graph and replayed."""
+    a, b = _inputs(m, n, k, gen, pitch)
+    want = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    assert mg.matmul_ws(a, b, want, b_tma=True)
+    for _ in range(3):
+        c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        assert mg.matmul_ws(a, b, c, cluster=True)
+        assert torch.equal(c, want), f"{m}x{n}x{k} pitch {b.stride(0)}"
+    c.fill_(float("nan"))
+    graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        mg.matmul_ws(a, b, c, cluster=True)
+    torch.cuda.current_stream().wait_stream(stream)
+    for _ in range(2):
+        c.fill_(float("nan"))
+        graph.replay()
+        assert torch.equal(c, want), f"graph replay {m}x{n}x{k}"
+    assert rel_err(want, a.double() @ b.double()) < 1e-2
+    assert mg.status(cluster=True) == "enabled", mg.status(cluster=True)
+
+
+@pytest.mark.gpu
+def test_misaligned_b_takes_the_clusters_by_default(gen):
+    """A large product with a B pitch not a multiple of 128 bytes: the default route (ws-mc) is the clustered
+    kernel on B as it is (bitwise its output); with gluon=False, or a product too small for the Gluon kernel, the
+    repack route (Triton's kernel) gives the product too."""
+    from kernels import matmul as mm
+
+    assert mm.MISALIGNED_B == "ws-mc"
+    a, b = _inputs(4000, 5000, 3000, gen)
+    want = torch.empty(4000, 5000, device="cuda", dtype=torch.bfloat16)
+    assert mg.matmul_ws(a, b, want, cluster=True)
+    assert torch.equal(matmul(a, b), want)
+    assert rel_err(matmul(a, b, gluon=False), a.double() @ b.double()) < 1e-2
+    check_matmul(1000, 1000, 512, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32)
