@@ -26,6 +26,8 @@
 #        rounds) beside cuBLAS.
 # call7: the H200 baseline's ragged GEMM entries (test_matmul.py 4000x5000x3000, ours and cuBLAS) re-made from two
 #        runs on the tree with ws-mc (baselines/ comes back as $OUT/baseline_h200.tgz).
+# call8: the GEMM GPU tests again after kernels/_ptx_cluster.py's rewrite hook became per thread (the change after
+#        call 4), and the ragged GEMM's routes once more in turns (best of 5 rounds).
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -259,6 +261,27 @@ case $CALL in
     echo "baseline update rc=$?"
     tail -8 "${LOG}_baseline_update_mm.log"
     tar -czf "$OUT/baseline_${GPU_TAG}.tgz" baselines/
+    ;;
+  call8)
+    timeout 300 python3 -m pytest tests/kernels/test_matmul_ws.py tests/kernels/test_matmul.py -m gpu -q \
+      -p no:cacheprovider -n 8 2>&1 | tail -4 | tee "${LOG}_gpu_tests_mm.log"
+    cat > /tmp/s30/route.py <<'PY'
+import torch
+
+from kernels import _matmul_gluon as mg, matmul as mm, tune_cases
+
+g = torch.Generator(device="cuda").manual_seed(0)
+a = torch.randn(4000, 3000, device="cuda", dtype=torch.bfloat16, generator=g)
+b = torch.randn(3000, 5000, device="cuda", dtype=torch.bfloat16, generator=g)
+fns = {"cublas": lambda: torch.matmul(a, b), "ours (ws-mc, the default)": lambda: mm.matmul(a, b),
+       "ws-repack": lambda: mm.matmul(a, b, misaligned_b="ws-repack"),
+       "ws-tma": lambda: mm.matmul(a, b, misaligned_b="ws-tma")}
+t = tune_cases.in_turns(fns, 5)
+for name, ms in t.items():
+    print(f"   {name:28s} {ms * 1e3:8.2f} us  {t['cublas'] / ms:.3f}x cuBLAS", flush=True)
+print("status(cluster=True):", mg.status(cluster=True))
+PY
+    timeout 200 python3 /tmp/s30/route.py 2>&1 | tail -6 | tee "${LOG}_route.log"
     ;;
   *) echo "unknown call $CALL"; exit 2 ;;
 esac
