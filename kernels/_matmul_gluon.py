@@ -84,7 +84,7 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
     b_desc = TensorDescriptor(b, [k, n], [b.stride(0), 1], b_box, _layout(b_box, a.dtype))
     c_desc = TensorDescriptor(c, [m, n], [c.stride(0), 1], [bm // 2, bn], _layout([bm // 2, bn], a.dtype))
     if cluster:  # one program a CTA, the grid counts clusters of two (pairs of tile rows in a tile column)
-        grid = (min(triton.cdiv(triton.cdiv(m, bm), 2) * triton.cdiv(n, bn), sms // 2),)
+        grid = (min(triton.cdiv(triton.cdiv(m, bm), 2) * triton.cdiv(n, bn), max(1, sms // 2)),)
     else:
         grid = (min(triton.cdiv(m, bm) * triton.cdiv(n, bn), sms),)
     try:

@@ -19,16 +19,22 @@ whose layouts are per CTA (``num_ctas`` > 1 wants every layout split over the CT
 
 The rewrite knows Triton 3.6's PTX for this kernel (the patterns below); anything it does not find raises
 :class:`PtxRewriteError` (a RuntimeError, so the host treats it as a build failure and falls back).  ``VERSION`` is
-passed to the kernel as a constexpr, so a changed rewrite never reuses a cubin cached by an older one.
+passed to the kernel as a constexpr (a hash of this file), so a changed rewrite never reuses a cubin cached by an
+older one; a build that comes back without the rewrite is refused rather than launched.
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import re
 import threading
 from contextlib import contextmanager
+from pathlib import Path
 
-VERSION = 1
+# the kernel's CLUSTER_PTX constexpr: Triton's caches key on it, not on the stage hook, so a changed rewrite (this
+# file) never reuses a cubin built by another
+VERSION = int(hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:8], 16)
 
 _COPY = re.compile(r"^(\s*)(@%p\d+ )?cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\."
                    r"mbarrier::complete_tx::bytes (\[[^\]]+\]), \[(%rd\d+), (\{[^}]+\})\], (\[[^\]]+\]);$")
@@ -76,8 +82,9 @@ def rewrite_ptx(ptx: str, desc_param: int) -> str:
             arrivals += 1
         else:
             out.append(line)
-    if copies == 0 or arrivals == 0:
-        raise PtxRewriteError(f"found {copies} copies through the B descriptor and {arrivals} plain arrivals")
+    if copies != 2 or arrivals == 0:  # B's halves: one copy in each CTA's branch
+        raise PtxRewriteError(f"found {copies} copies through the descriptor of parameter {desc_param} (not 2) and "
+                              f"{arrivals} plain arrivals")
     ptx = "\n".join(out) + "\n"
     # Every thread meets the other CTA's once the barriers are initialised: the default partition (the producer,
     # which initialises them) between its two start-up barriers with the worker warps; each worker partition (a
@@ -113,52 +120,83 @@ def rewrite_ptx(ptx: str, desc_param: int) -> str:
 
 
 _this_thread = threading.local()  # the B descriptor's parameter while this thread compiles a clustered build
-_swap = threading.Lock()
+_install = threading.Lock()
+_hook = None  # this module's stage hook, once installed
+
+
+def _rewriting_hook(before):
+    """A stage hook: ``before``'s (a hook that was set), then, while this thread compiles a clustered build, the
+    PTX stage through :func:`rewrite_ptx` (once, however many of these hooks are chained)."""
+
+    def hook(backend, stages, options, language, capability):
+        if before is not None:
+            before(backend, stages, options, language, capability)
+        param = getattr(_this_thread, "desc_param", None)
+        make_ptx = stages["ptx"]
+        if param is not None and not getattr(make_ptx, "cluster_rewrite", False):
+            def ptx_stage(src, metadata):
+                return rewrite_ptx(make_ptx(src, metadata), param)
+
+            ptx_stage.cluster_rewrite = True
+            stages["ptx"] = ptx_stage
+
+    return hook
 
 
 @contextmanager
 def rewriting(desc_param: int):
-    """Within it, the kernels this thread compiles get their PTX through :func:`rewrite_ptx` (Triton's
-    stage-inspection hook, chained after any hook already set, which is restored after; kernels other threads
-    compile meanwhile pass through it unchanged)."""
+    """Within it, the kernels this thread compiles get their PTX through :func:`rewrite_ptx`.  The first use
+    installs the stage hook for good, chained after any hook already set (a hook set later over it is chained in
+    turn); it changes nothing outside these contexts, nor for kernels other threads compile meanwhile."""
+    global _hook
     from triton import knobs
 
-    with _swap:
-        before = knobs.runtime.add_stages_inspection_hook
-
-        def hook(backend, stages, options, language, capability):
-            if before is not None:
-                before(backend, stages, options, language, capability)
-            param = getattr(_this_thread, "desc_param", None)
-            if param is not None:
-                make_ptx = stages["ptx"]
-                stages["ptx"] = lambda src, metadata: rewrite_ptx(make_ptx(src, metadata), param)
-
-        knobs.runtime.add_stages_inspection_hook = hook
+    with _install:
+        if _hook is None or knobs.runtime.add_stages_inspection_hook is not _hook:
+            _hook = _rewriting_hook(knobs.runtime.add_stages_inspection_hook)
+            knobs.runtime.add_stages_inspection_hook = _hook
     _this_thread.desc_param = desc_param
     try:
         yield
     finally:
         _this_thread.desc_param = None
-        with _swap:
-            if knobs.runtime.add_stages_inspection_hook is hook:
-                knobs.runtime.add_stages_inspection_hook = before
 
 
 def clustered(jit_fn, arg: str, desc_param: int) -> None:
     """Make ``jit_fn`` compile the specialisations whose constexpr ``arg`` is 2 through :func:`rewrite_ptx` (B
-    descriptor: PTX parameter ``desc_param``) and launch them in clusters of two CTAs (grid: clusters)."""
-    index = jit_fn.arg_names.index(arg)
-    plain = type(jit_fn)._do_compile
+    descriptor: PTX parameter ``desc_param``) and launch them in clusters of two CTAs (grid: clusters).  Raises
+    PtxRewriteError where this Triton's JIT compile step is not the one it knows (nothing changed then).
 
-    def _do_compile(self, key, signature, device, constexprs, options, attrs, warmup):
+    Such a build is refused (PtxRewriteError) where the rewrite did not run: under Triton's asynchronous compile mode
+    (another thread compiles), or when a cubin cached without it comes back; a clustered launch of an unrewritten
+    build would hang (each CTA waiting for bytes and arrivals the other never sends)."""
+    plain = type(jit_fn)._do_compile
+    params = inspect.signature(plain).parameters
+    if "constexprs" not in params or not hasattr(jit_fn, "arg_names"):
+        raise PtxRewriteError(f"unknown JIT compile step {type(jit_fn).__name__}._do_compile{tuple(params)}")
+    index = jit_fn.arg_names.index(arg)
+    signature = inspect.signature(plain)
+
+    def _do_compile(self, *args, **kwargs):
+        constexprs = signature.bind(self, *args, **kwargs).arguments["constexprs"]
         if constexprs.get((index,)) != 2:
-            return plain(self, key, signature, device, constexprs, options, attrs, warmup)
+            return plain(self, *args, **kwargs)
+        from triton.runtime import _async_compile
+
+        if _async_compile.active_mode.get() is not None:
+            raise PtxRewriteError("the clustered build does not compile in Triton's asynchronous compile mode")
         with rewriting(desc_param):
-            kernel = plain(self, key, signature, device, constexprs, options, attrs, warmup)
+            kernel = plain(self, *args, **kwargs)
+        if kernel is None:  # a jit_cache_hook declined the compile
+            return None
+        ptx = getattr(kernel, "asm", {}).get("ptx", "")
+        if "multicast::cluster" not in ptx or "barrier.cluster" not in ptx:
+            raise PtxRewriteError("the clustered build came back without the rewrite (a cubin cached without it?)")
         packed = getattr(kernel, "packed_metadata", None)
         if not (isinstance(packed, tuple) and len(packed) == 3):  # (warps, CTAs, shared memory) in Triton 3.6
-            raise PtxRewriteError(f"cannot set the cluster size of {type(kernel).__name__} (asynchronous compile?)")
+            raise PtxRewriteError(f"cannot set the cluster size of {type(kernel).__name__}")
+        # the launcher reads the CTA count from here (its global-scratch sizing still counts one CTA a program:
+        # this kernel uses none)
         kernel.packed_metadata = (packed[0], 2, packed[2])
         return kernel
 

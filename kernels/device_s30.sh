@@ -28,6 +28,8 @@
 #        runs on the tree with ws-mc (baselines/ comes back as $OUT/baseline_h200.tgz).
 # call8: the GEMM GPU tests again after kernels/_ptx_cluster.py's rewrite hook became per thread (the change after
 #        call 4), and the ragged GEMM's routes once more in turns (best of 5 rounds).
+# call9: the GEMM GPU tests after the review's changes (one stage hook installed for good, builds without the rewrite
+#        refused, explicit "ws-mc" wherever the kernel runs, the default route's call spied on).
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -282,6 +284,11 @@ for name, ms in t.items():
 print("status(cluster=True):", mg.status(cluster=True))
 PY
     timeout 200 python3 /tmp/s30/route.py 2>&1 | tail -6 | tee "${LOG}_route.log"
+    ;;
+  call9)
+    timeout 300 python3 -m pytest tests/kernels/test_matmul_ws.py tests/kernels/test_matmul.py \
+      tests/kernels/test_ptx_cluster.py -m gpu -q -p no:cacheprovider -n 8 2>&1 | tail -4 \
+      | tee "${LOG}_gpu_tests_mm.log"
     ;;
   *) echo "unknown call $CALL"; exit 2 ;;
 esac

@@ -173,10 +173,11 @@ def _tma_ok(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
 # 213.2 us at 4000x5000x3000, so opt-in only), or through the warp-specialised Gluon kernel (kernels/_matmul_ws.py):
 # "ws" (B through cp.async copies, no repack: session 8, 418 TFLOPS, L2-bound), "ws-tma" (B through TMA anyway)
 # or "ws-repack" (repack, then the Gluon kernel), or "ws-mc" (no repack: the Gluon kernel in clusters of two CTAs,
-# each B tile read once by TMA for both, where the Gluon kernel is taken: ``gluon_default`` or gluon=True; else
-# "ws-repack"); the Gluon ones fall back to "ws-repack" / "repack".  Session 8 call 2 finals (H100, 4000x5000x3000,
-# graph-timed): ws-repack 208.3 us, repack 218.3, ws-tma 251.3 (cuBLAS 187.1).  Session 30 (H200s, NOTES.md): ws-mc
-# 199.4 / 201.9 us, ws-repack 207.5 / 210.3, ws-tma 236.8 / 232.7 (cuBLAS 193.6 / 195.8).
+# each B tile read once by TMA for both; as the default where the Gluon kernel is taken, ``gluon_default`` or
+# gluon=True, else "ws-repack"; asked for, wherever it runs); the Gluon ones fall back to "ws-repack" / "repack".
+# Session 8 call 2 finals (H100, 4000x5000x3000, graph-timed): ws-repack 208.3 us, repack 218.3, ws-tma 251.3
+# (cuBLAS 187.1).  Session 30 (H200s, NOTES.md): ws-mc 199.4 / 201.9 us, ws-repack 207.5 / 210.3, ws-tma 236.8 /
+# 232.7 (cuBLAS 193.6 / 195.8).
 MISALIGNED_B = "ws-mc"
 MISALIGNED_HOWS = ("tma", "ptr", "repack", "overlap", "ws", "ws-tma", "ws-repack", "ws-mc")
 # Large GEMMs through the Gluon kernel (row-major B, fp16/bf16, sm_90): session 8 call 2 finals (H100, graph-timed),
@@ -344,8 +345,9 @@ def matmul(
     if tma and not colmajor and _b_pitch_misaligned(b):
         # decode-sized M reads B once (memory-bound): a repack would double its traffic
         how = misaligned_b or (MISALIGNED_B if m > SMALL_M else "tma")
-        if how == "ws-mc":
-            if want_gluon and _mg.runnable(a, b, c) and _mg.matmul_ws(a, b, c, cluster=True):
+        if how == "ws-mc":  # by default where the Gluon kernel is taken; asked for, wherever it runs (as "ws")
+            if (want_gluon or misaligned_b == "ws-mc") and _mg.runnable(a, b, c) \
+                    and _mg.matmul_ws(a, b, c, cluster=True):
                 return c
             how = "ws-repack"
         if how in ("ws", "ws-tma"):

@@ -23,6 +23,43 @@ def test_ws_falls_back_to_repack_where_it_cannot_run(how, device, gen):
     check_matmul(70, 104, 40, torch.bfloat16, device, gen, misaligned_b=how, gluon=True)
 
 
+def test_cluster_build_failure_falls_back_once(device, gen, monkeypatch):
+    """The clustered build failing (the PTX rewrite refusing Triton's PTX) is said once, switches the clustered route
+    off, and the unclustered kernel takes the product; the Gluon kernel is stood in for (it runs on sm_90 only) by
+    one that refuses CLUSTER=2 as the rewrite would and computes the product from its descriptors otherwise."""
+    import warnings
+
+    from kernels import _ptx_cluster
+    from kernels import matmul as mm
+
+    calls = []
+
+    class StandIn:
+        def __getitem__(self, grid):
+            def launch(a_desc, b_desc, c_desc, *args, CLUSTER=1, **kwargs):
+                calls.append(CLUSTER)
+                if CLUSTER == 2:
+                    raise _ptx_cluster.PtxRewriteError("found 0 copies through the descriptor of parameter 5")
+                c_desc.base.copy_((a_desc.base.float() @ b_desc.base.float()).to(c_desc.base.dtype))
+
+            return launch
+
+    monkeypatch.setattr(mg, "matmul_ws_kernel", StandIn())
+    monkeypatch.setattr(mg, "runnable", lambda *a: True)
+    monkeypatch.setattr(mg, "_broken_cluster", [])
+    monkeypatch.setattr(mm, "_tma_ok", lambda *ts: True)
+    assert mm.MISALIGNED_B == "ws-mc"
+    with pytest.warns(RuntimeWarning, match="clusters of two CTAs.*PtxRewriteError.*the repack route"):
+        check_matmul(70, 104, 40, torch.bfloat16, device, gen, gluon=True)
+    assert calls == [2, 1]  # the clustered try, then the unclustered kernel on the repacked B
+    assert mg.status(cluster=True).startswith("disabled after a build failure (PtxRewriteError")
+    assert mg.status() == "enabled"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once
+        check_matmul(70, 104, 40, torch.bfloat16, device, gen, gluon=True)
+    assert calls == [2, 1, 1]
+
+
 def test_gluon_default_rule():
     from kernels import matmul as mm
 
@@ -143,16 +180,21 @@ def test_matmul_gpu_ws_cluster_bitwise(m, n, k, pitch, gen):
 
 
 @pytest.mark.gpu
-def test_misaligned_b_takes_the_clusters_by_default(gen):
+def test_misaligned_b_takes_the_clusters_by_default(gen, monkeypatch):
     """A large product with a B pitch not a multiple of 128 bytes: the default route (ws-mc) is the clustered
-    kernel on B as it is (bitwise its output); with gluon=False, or a product too small for the Gluon kernel, the
-    repack route (Triton's kernel) gives the product too."""
+    kernel on B as it is (bitwise its output, and the only Gluon call); with gluon=False, or a product too small for
+    the Gluon kernel, the repack route (Triton's kernel) gives the product too."""
     from kernels import matmul as mm
 
     assert mm.MISALIGNED_B == "ws-mc"
     a, b = _inputs(4000, 5000, 3000, gen)
     want = torch.empty(4000, 5000, device="cuda", dtype=torch.bfloat16)
     assert mg.matmul_ws(a, b, want, cluster=True)
+    calls, plain = [], mg.matmul_ws
+    monkeypatch.setattr(mg, "matmul_ws", lambda *args, **kw: calls.append((args[1].stride(0), kw)) or plain(*args,
+                                                                                                          **kw))
     assert torch.equal(matmul(a, b), want)
+    assert calls == [(5000, {"cluster": True})]  # B as it is, not repacked
+    monkeypatch.undo()
     assert rel_err(matmul(a, b, gluon=False), a.double() @ b.double()) < 1e-2
     check_matmul(1000, 1000, 512, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32)

@@ -72,57 +72,139 @@ def test_every_thread_meets_the_other_cta_after_the_inits_and_before_exit(ptx):
 
 def test_the_rest_is_unchanged(ptx):
     out = pc.rewrite_ptx(ptx, B_PARAM)
-    kept = [line for line in out.splitlines() if "barrier.cluster" not in line and "mcmask" not in line
-            and "mcpeer" not in line and "fence.mbarrier_init" not in line]
-    changed = [line for line in ptx.splitlines() if ".multicast" in line or re.search(
-        r"mbarrier\.arrive\.shared::cta\.b64 _, \[%r\d+\];$", line) or (
-        "cp.async.bulk.tensor" in line and "%mcmask" in line)]
+    kept = [line for line in out.splitlines() if "barrier.cluster" not in line and "%mcmask" not in line
+            and "%mcpeer" not in line and "fence.mbarrier_init" not in line]
     b_reg = pc._desc_register(ptx, "matmul_ws_kernel", B_PARAM)
-    original = [line for line in ptx.splitlines() if line not in changed and line not in _copies(ptx, b_reg)]
-    assert kept == original
+    changed = set(_copies(ptx, b_reg)) | {line for line in ptx.splitlines()
+                                         if re.search(r"mbarrier\.arrive\.shared::cta\.b64 _, \[%r\d+\];$", line)}
+    assert kept == [line for line in ptx.splitlines() if line not in changed]
 
 
-@pytest.mark.parametrize(("edit", "match"), [
-    (lambda p: p.replace("matmul_ws_kernel_param_5;", "matmul_ws_kernel_param_9;"), "parameter 5"),
-    (lambda p: p.replace(".multicast::cluster", "").replace("mbarrier.arrive.shared::cta.b64", "mbarrier.arrive.b64"),
-     "plain arrivals"),
+@pytest.mark.parametrize(("edit", "param", "match"), [
+    (lambda p: p.replace(".visible .entry matmul_ws_kernel(", ".entry matmul_ws_kernel("), B_PARAM, "no kernel entry"),
+    (lambda p: p.replace("matmul_ws_kernel_param_5;", "matmul_ws_kernel_param_9;"), B_PARAM, "parameter 5"),
+    (lambda p: p, 0, r"parameter 0 \(not 2\)"),  # A's descriptor: one copy, refused rather than multicast
+    (lambda p: p.replace("mbarrier.arrive.shared::cta.b64", "mbarrier.arrive.b64"), B_PARAM, "0 plain arrivals"),
+    (lambda p: p.replace("barrier.sync \t1;", "barrier.sync \t2;"), B_PARAM, "start-up barrier"),
     (lambda p: re.sub(r"ld\.shared\.b8(\s+%rs\d+), \[(%r\d+)\+(\d+)\];", r"ld.shared.u8\1, [\2+\3];", p),
-     "task switch"),
-    (lambda p: p.replace("\tret;", "\tret;\n\tret;"), "2 ret"),
-    (lambda p: p.replace("setmaxnreg.inc.sync.aligned.u32 \t208;", "nop;"), "worker partitions"),
+     B_PARAM, "task switch"),
+    (lambda p: p.replace("\tret;", "\tret;\n\tret;"), B_PARAM, "2 ret"),
+    (lambda p: p.replace("setmaxnreg.inc.sync.aligned.u32 \t208;", "nop;"), B_PARAM, "worker partitions"),
 ])
-def test_unknown_ptx_is_refused(ptx, edit, match):
+def test_unknown_ptx_is_refused(ptx, edit, param, match):
     """Whatever the rewrite does not find raises PtxRewriteError (a RuntimeError: the host's build-failure path)."""
     changed = edit(ptx)
-    assert changed != ptx
+    assert changed != ptx or param != B_PARAM
     with pytest.raises(pc.PtxRewriteError, match=match):
-        pc.rewrite_ptx(changed, B_PARAM)
+        pc.rewrite_ptx(changed, param)
     assert issubclass(pc.PtxRewriteError, RuntimeError)
 
 
-def test_rewriting_chains_a_users_hook_and_restores_it(ptx):
+@pytest.fixture
+def hook_slot():
+    """Triton's stage-inspection hook as it was, restored after the test (with this module's own state)."""
     from triton import knobs
 
+    before, ours = knobs.runtime.add_stages_inspection_hook, pc._hook
+    yield knobs.runtime
+    knobs.runtime.add_stages_inspection_hook, pc._hook = before, ours
+
+
+def _compile_ptx(runtime, ptx):
+    """What Triton's compile does with the hook: call it on the stages, then run the PTX stage."""
+    stages = {"ptx": lambda src, metadata: ptx, "cubin": None}
+    if runtime.add_stages_inspection_hook is not None:
+        runtime.add_stages_inspection_hook(None, stages, None, None, 90)
+    return stages["ptx"](None, {})
+
+
+def test_rewriting_applies_in_its_context_and_chains_other_hooks(ptx, hook_slot):
     seen = []
+    hook_slot.add_stages_inspection_hook = lambda *args: seen.append(len(args))
+    rewritten = pc.rewrite_ptx(ptx, B_PARAM)
+    with pc.rewriting(B_PARAM):
+        assert _compile_ptx(hook_slot, ptx) == rewritten
+        # a kernel another thread compiles meanwhile passes through unchanged
+        other = []
+        worker = threading.Thread(target=lambda: other.append(_compile_ptx(hook_slot, ptx)))
+        worker.start()
+        worker.join()
+        assert other == [ptx]
+    assert _compile_ptx(hook_slot, ptx) == ptx  # outside the context: unchanged, the user's hook still called
+    assert seen == [5, 5, 5]
+    # a hook set later over ours that chains to it: still one rewrite
+    ours = hook_slot.add_stages_inspection_hook
+    hook_slot.add_stages_inspection_hook = lambda *args: ours(*args)
+    with pc.rewriting(B_PARAM):
+        assert _compile_ptx(hook_slot, ptx) == rewritten
 
-    def users(backend, stages, options, language, capability):
-        seen.append(sorted(stages))
 
-    before = knobs.runtime.add_stages_inspection_hook
-    knobs.runtime.add_stages_inspection_hook = users
-    try:
+def test_two_threads_rewriting_at_once_each_rewrite_once(ptx, hook_slot):
+    rewritten = pc.rewrite_ptx(ptx, B_PARAM)
+    both_in, results = threading.Barrier(2), []
+
+    def compile_clustered():
         with pc.rewriting(B_PARAM):
-            stages = {"ptx": lambda src, metadata: ptx, "cubin": None}
-            knobs.runtime.add_stages_inspection_hook(None, stages, None, None, 90)
-            assert seen == [["cubin", "ptx"]]
-            assert stages["ptx"](None, {}) == pc.rewrite_ptx(ptx, B_PARAM)
-            # a kernel another thread compiles meanwhile passes through unchanged (the user's hook still runs)
-            other = {"ptx": lambda src, metadata: ptx}
-            worker = threading.Thread(target=knobs.runtime.add_stages_inspection_hook,
-                                      args=(None, other, None, None, 90))
-            worker.start()
-            worker.join()
-            assert other["ptx"](None, {}) == ptx and len(seen) == 2
-        assert knobs.runtime.add_stages_inspection_hook is users
-    finally:
-        knobs.runtime.add_stages_inspection_hook = before
+            both_in.wait()
+            results.append(_compile_ptx(hook_slot, ptx))
+            both_in.wait()
+
+    workers = [threading.Thread(target=compile_clustered) for _ in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert results == [rewritten, rewritten]
+
+
+class _Compiled:
+    def __init__(self, ptx):
+        self.asm = {"ptx": ptx}
+        self.packed_metadata = (4, 1, 213168)
+
+
+class _Jit:
+    """The JIT function's compile step as Triton 3.6 calls it (runtime/jit.py): the PTX stage through the
+    stage-inspection hook, as triton.compile does."""
+
+    arg_names = ("a_desc", "CLUSTER")
+
+    def __init__(self, ptx):
+        self.ptx, self.calls = ptx, []
+
+    def _do_compile(self, key, signature, device, constexprs, options, attrs, warmup):
+        from triton import knobs
+
+        self.calls.append(constexprs)
+        return _Compiled(_compile_ptx(knobs.runtime, self.ptx))
+
+
+def test_clustered_rewrites_and_launches_only_cluster_builds(ptx, hook_slot):
+    jit = _Jit(ptx)
+    pc.clustered(jit, "CLUSTER", desc_param=B_PARAM)
+    plain = jit._do_compile("k", {}, 0, {(1,): 1}, None, {}, False)
+    assert plain.asm["ptx"] == ptx and plain.packed_metadata == (4, 1, 213168)
+    clustered = jit._do_compile("k", {}, 0, constexprs={(1,): 2}, options=None, attrs={}, warmup=True)
+    assert clustered.asm["ptx"] == pc.rewrite_ptx(ptx, B_PARAM) and clustered.packed_metadata == (4, 2, 213168)
+    assert len(jit.calls) == 2
+
+
+def test_clustered_refuses_a_build_without_the_rewrite(ptx, hook_slot):
+    """A cluster build that comes back unrewritten (a cubin cached without the hook) would hang if launched in
+    clusters: refused.  So is a JIT whose compile step is not Triton 3.6's."""
+    class Cached(_Jit):  # the stages bypassed, as on a cache hit
+        def _do_compile(self, key, signature, device, constexprs, options, attrs, warmup):
+            return _Compiled(self.ptx)
+
+    pc.clustered(cached := Cached(ptx), "CLUSTER", desc_param=B_PARAM)
+    with pytest.raises(pc.PtxRewriteError, match="without the rewrite"):
+        cached._do_compile("k", {}, 0, {(1,): 2}, None, {}, False)
+
+    class Other:
+        arg_names = ("CLUSTER",)
+
+        def _do_compile(self, key, signature, device, options):
+            pass
+
+    with pytest.raises(pc.PtxRewriteError, match="unknown JIT compile step"):
+        pc.clustered(Other(), "CLUSTER", desc_param=B_PARAM)
