@@ -30,6 +30,7 @@
 #        call 4), and the ragged GEMM's routes once more in turns (best of 5 rounds).
 # call9: the GEMM GPU tests after the review's changes (one stage hook installed for good, builds without the rewrite
 #        refused, explicit "ws-mc" wherever the kernel runs, the default route's call spied on).
+# call10: the clustered kernel's bitwise GPU test with its fp16 rows added.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -289,6 +290,10 @@ PY
     timeout 300 python3 -m pytest tests/kernels/test_matmul_ws.py tests/kernels/test_matmul.py \
       tests/kernels/test_ptx_cluster.py -m gpu -q -p no:cacheprovider -n 8 2>&1 | tail -4 \
       | tee "${LOG}_gpu_tests_mm.log"
+    ;;
+  call10)
+    timeout 300 python3 -m pytest tests/kernels/test_matmul_ws.py -m gpu -q -p no:cacheprovider -n 8 \
+      -k "cluster" 2>&1 | tail -4 | tee "${LOG}_gpu_tests_cluster.log"
     ;;
   *) echo "unknown call $CALL"; exit 2 ;;
 esac

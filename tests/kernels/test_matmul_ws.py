@@ -142,27 +142,29 @@ def test_matmul_gpu_default_routes(gluon, m, n, k, dtype, gen):
     assert mg.status() == "enabled", mg.status()
 
 
-def _inputs(m, n, k, gen, pitch=None):
-    a = torch.randn(m, k, generator=gen).to(device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(k, pitch or n, generator=gen).to(device="cuda", dtype=torch.bfloat16)[:, :n]
+def _inputs(m, n, k, gen, pitch=None, dtype=torch.bfloat16):
+    a = torch.randn(m, k, generator=gen).to(device="cuda", dtype=dtype)
+    b = torch.randn(k, pitch or n, generator=gen).to(device="cuda", dtype=dtype)[:, :n]
     return a, b
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(("m", "n", "k", "pitch"), [(4000, 5000, 3000, None), (4000, 5000, 3000, 5120),
-                                                    (300, 1000, 3000, None), (129, 5000, 72, None),
-                                                    (1000, 4104, 776, None), (4096, 4096, 4096, None),
-                                                    (70, 264, 40, None), (2000, 8, 512, None)])
-def test_matmul_gpu_ws_cluster_bitwise(m, n, k, pitch, gen):
+@pytest.mark.parametrize(("m", "n", "k", "pitch", "dtype"), [
+    (4000, 5000, 3000, None, torch.bfloat16), (4000, 5000, 3000, 5120, torch.bfloat16),
+    (300, 1000, 3000, None, torch.bfloat16), (129, 5000, 72, None, torch.bfloat16),
+    (1000, 4104, 776, None, torch.bfloat16), (4096, 4096, 4096, None, torch.bfloat16),
+    (70, 264, 40, None, torch.bfloat16), (2000, 8, 512, None, torch.bfloat16),
+    (4000, 5000, 3000, None, torch.float16), (333, 1000, 1000, None, torch.float16)])
+def test_matmul_gpu_ws_cluster_bitwise(m, n, k, pitch, dtype, gen):
     """Clusters of two CTAs with B multicast (kernels/_ptx_cluster.py): the unclustered kernel's products in the
     same order, so bitwise its output (B by TMA there too), at odd tile-row counts (the last pair's second tile wholly
-    past M), one tile column, misaligned and aligned pitches; three calls in a row (the ring's phases and the cluster
-    barriers carry nothing over), then captured in a CUDA graph and replayed."""
-    a, b = _inputs(m, n, k, gen, pitch)
-    want = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    past M), one tile column, misaligned and aligned pitches, bf16 and fp16; three calls in a row (the ring's phases
+    and the cluster barriers carry nothing over), then captured in a CUDA graph and replayed."""
+    a, b = _inputs(m, n, k, gen, pitch, dtype)
+    want = torch.empty(m, n, device="cuda", dtype=dtype)
     assert mg.matmul_ws(a, b, want, b_tma=True)
     for _ in range(3):
-        c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
         assert mg.matmul_ws(a, b, c, cluster=True)
         assert torch.equal(c, want), f"{m}x{n}x{k} pitch {b.stride(0)}"
     c.fill_(float("nan"))
