@@ -17,7 +17,7 @@ try:  # Gluon ships with Triton >= 3.5; the kernel is written against the GPU ma
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    from kernels._matmul_ws import matmul_ws_kernel
+    from kernels._matmul_ws import B_DESC_PARAM, matmul_ws_kernel
 except Exception as exc:  # another Triton whose Gluon API differs
     matmul_ws_kernel = None
     IMPORT_ERROR: str | None = f"{type(exc).__name__}: {exc}"
@@ -35,9 +35,8 @@ WS_BLOCK_M, WS_BLOCK_N, WS_BLOCK_K, WS_STAGES, WS_EPI = (128,), (128, 256), (64,
 _broken: list[str] = []  # the default config's build error, once it failed to build here
 _broken_cluster: list[str] = []  # the clustered build's error, once it failed (the PTX rewrite or the build)
 if matmul_ws_kernel is not None:
-    try:  # CLUSTER=2 builds through the PTX rewrite, launched in clusters; the B descriptor is PTX parameter 5 (a
-        # 2-D descriptor is 5 parameters: the CUtensorMap, two sizes, two strides; A's come first)
-        _ptx_cluster.clustered(matmul_ws_kernel, "CLUSTER", desc_param=5)
+    try:  # CLUSTER=2 builds through the PTX rewrite, launched in clusters
+        _ptx_cluster.clustered(matmul_ws_kernel, "CLUSTER", desc_param=B_DESC_PARAM)
     except Exception as exc:  # another Triton's JIT: the clustered route stays off
         _broken_cluster.append(f"{type(exc).__name__}: {exc}")
 

@@ -38,6 +38,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
+# matmul_ws_kernel's PTX parameter holding b_desc (kernels/_ptx_cluster.py rewrites its copies): a 2-D descriptor is
+# five parameters (the CUtensorMap, two sizes, two strides), and a_desc's come first
+B_DESC_PARAM = 5
+
 
 @gluon.jit
 def _coords(tile, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
@@ -81,6 +85,7 @@ def _producer(a_desc, b_desc, B, K, N8, SB8, a_s, b_s, a_ready, b_ready, empty, 
     rows = gl.arange(0, BLOCK_K, layout=gl.SliceLayout(1, ld))
     cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, ld))
     HALF_N: gl.constexpr = BLOCK_N // 2
+    B_TMA_BYTES: gl.constexpr = CLUSTER * b_desc.block_type.nbytes if B_TMA else 0
     k_tiles = gl.cdiv(K, BLOCK_K)
     j = 0
     first, end, step = _items(num_pid_m, num_pid_n, CLUSTER)
@@ -94,28 +99,25 @@ def _producer(a_desc, b_desc, B, K, N8, SB8, a_s, b_s, a_ready, b_ready, empty, 
         for kt in range(k_tiles):
             s = j % STAGES
             mbarrier.wait(empty.index(s), ((j // STAGES) & 1) ^ 1)  # a fresh barrier counts as phase 1 done
-            if CLUSTER == 2:  # this CTA's A tile, its half of B multicast, the other half from the other CTA
-                mbarrier.expect(a_ready.index(s), a_desc.block_type.nbytes + 2 * b_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(a_desc, [off_m, kt * BLOCK_K], a_ready.index(s), a_s.index(s))
-                if gl.program_id(0) % 2 == 0:
-                    tma.async_copy_global_to_shared(b_desc, [kt * BLOCK_K, off_n], a_ready.index(s),
-                                                    b_s.index(s).slice(0, HALF_N, dim=1))
-                else:
-                    tma.async_copy_global_to_shared(b_desc, [kt * BLOCK_K, off_n + HALF_N], a_ready.index(s),
-                                                    b_s.index(s).slice(HALF_N, HALF_N, dim=1))
-            elif B_TMA:
-                mbarrier.expect(a_ready.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(a_desc, [off_m, kt * BLOCK_K], a_ready.index(s), a_s.index(s))
-                tma.async_copy_global_to_shared(b_desc, [kt * BLOCK_K, off_n], a_ready.index(s), b_s.index(s))
-            else:
-                mbarrier.expect(a_ready.index(s), a_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(a_desc, [off_m, kt * BLOCK_K], a_ready.index(s), a_s.index(s))
+            # A by TMA; B by TMA too (with CLUSTER 2 this CTA's half, multicast, and the other CTA's half arrive
+            # here) or by cp.async (counted on b_ready)
+            mbarrier.expect(a_ready.index(s), a_desc.block_type.nbytes + B_TMA_BYTES)
+            tma.async_copy_global_to_shared(a_desc, [off_m, kt * BLOCK_K], a_ready.index(s), a_s.index(s))
+            if not B_TMA:
                 offs_k = kt * BLOCK_K + rows
                 ptrs = col_ptrs + gl.expand_dims(offs_k.to(gl.int64) * (SB8 * 8), 1)
                 mask = gl.expand_dims(offs_k < K, 1) & n_ok
                 async_copy.async_copy_global_to_shared(b_s.index(s), ptrs, mask)
                 # each thread's copies, once complete, count as one of the barrier's 128 arrivals
                 async_copy.mbarrier_arrive(b_ready.index(s), increment_count=False)
+            elif CLUSTER == 1:
+                tma.async_copy_global_to_shared(b_desc, [kt * BLOCK_K, off_n], a_ready.index(s), b_s.index(s))
+            elif gl.program_id(0) % 2 == 0:
+                tma.async_copy_global_to_shared(b_desc, [kt * BLOCK_K, off_n], a_ready.index(s),
+                                                b_s.index(s).slice(0, HALF_N, dim=1))
+            else:
+                tma.async_copy_global_to_shared(b_desc, [kt * BLOCK_K, off_n + HALF_N], a_ready.index(s),
+                                                b_s.index(s).slice(HALF_N, HALF_N, dim=1))
             j += 1
 
 

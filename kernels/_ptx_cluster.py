@@ -61,18 +61,21 @@ def rewrite_ptx(ptx: str, desc_param: int) -> str:
     entry = re.search(r"\.visible \.entry (\w+)\(", ptx)
     if entry is None:
         raise PtxRewriteError("no kernel entry")
-    b_reg = _desc_register(ptx, entry.group(1), desc_param)
+    return _with_cluster_barriers(_multicast(ptx, _desc_register(ptx, entry.group(1), desc_param), desc_param))
+
+
+def _multicast(ptx: str, b_reg: str, desc_param: int) -> str:
+    """B's copies (through the descriptor in ``b_reg``) multicast to both CTAs, each plain mbarrier arrival (a
+    consumer's release) followed by the same arrival on the other CTA's barrier."""
     out, copies, arrivals = [], 0, 0
     for line in ptx.splitlines():
-        c = _COPY.match(line)
-        a = _ARRIVE.match(line)
-        if c and c.group(4) == b_reg:
+        if (c := _COPY.match(line)) and c.group(4) == b_reg:
             ind, pred, dst, desc, coords, bar = c.groups()
             out.append(f"{ind}{{ .reg .b16 %mcmask; mov.b16 %mcmask, 3; {pred or ''}cp.async.bulk.tensor.2d."
                        f"shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster {dst}, "
                        f"[{desc}, {coords}], {bar}, %mcmask; }}")
             copies += 1
-        elif a:
+        elif a := _ARRIVE.match(line):
             ind, pred, reg = a.groups()
             pred = pred or ""
             out.append(f"{ind}{{ .reg .b32 %mcpeer; .reg .b32 %mcaddr; mov.u32 %mcpeer, %cluster_ctarank; "
@@ -85,35 +88,42 @@ def rewrite_ptx(ptx: str, desc_param: int) -> str:
     if copies != 2 or arrivals == 0:  # B's halves: one copy in each CTA's branch
         raise PtxRewriteError(f"found {copies} copies through the descriptor of parameter {desc_param} (not 2) and "
                               f"{arrivals} plain arrivals")
-    ptx = "\n".join(out) + "\n"
-    # Every thread meets the other CTA's once the barriers are initialised: the default partition (the producer,
-    # which initialises them) between its two start-up barriers with the worker warps; each worker partition (a
-    # consumer) at the start of its block, before its setmaxnreg.inc, which waits for the producer's decrease.
-    first = ptx.find("mbarrier.init")
-    at = ptx.find("barrier.sync \t1;", first)
-    if first < 0 or at < 0:
-        raise PtxRewriteError("no barrier initialisation followed by the start-up barrier")
-    at = ptx.index("\n", at) + 1
-    ptx = ptx[:at] + "\tfence.mbarrier_init.release.cluster;\n" + _CLUSTER_SYNC + ptx[at:]
-    switch = re.search(r"ld\.shared\.b8\s+%rs\d+, \[%r\d+\+\d+\];", ptx)  # the worker warps' task switch
+    return "\n".join(out) + "\n"
+
+
+def _worker_partitions(ptx: str) -> list[str]:
+    """The labels of the worker partitions' blocks: the branches of the worker warps' task switch whose block
+    raises its register count before its start-up barrier (the exit's does not)."""
+    switch = re.search(r"ld\.shared\.b8\s+%rs\d+, \[%r\d+\+\d+\];", ptx)
     if switch is None:
         raise PtxRewriteError("no task switch of the worker warps")
     targets = []
     for line in ptx[switch.end():].splitlines()[1:]:
         if "bra.uni" in line:
             break
-        b = re.match(r"\s*@%p\d+ bra \t(\$L__BB\d+_\d+);", line)
-        if b:
+        if b := re.match(r"\s*@%p\d+ bra \t(\$L__BB\d+_\d+);", line):
             targets.append(b.group(1))
-    # a partition's block raises its register count before its start-up barrier; the exit's does not
     parts = [t for t in targets if f"\n{t}:" in ptx
              and "setmaxnreg.inc" in ptx.split(f"\n{t}:", 1)[1].split("barrier.sync", 1)[0]]
     if len(parts) != 2:
         raise PtxRewriteError(f"worker partitions {parts} among the task switch's branches {targets}")
-    for t in parts:
+    return parts
+
+
+def _with_cluster_barriers(ptx: str) -> str:
+    """Every thread meets the other CTA's once the barriers are initialised: the default partition (the producer,
+    which initialises them) between its two start-up barriers with the worker warps; each worker partition (a
+    consumer) at the start of its block, before its setmaxnreg.inc, which waits for the producer's decrease.  And
+    again before any CTA exits: every thread leaves through the one ``ret``."""
+    first = ptx.find("mbarrier.init")
+    at = ptx.find("barrier.sync \t1;", first)
+    if first < 0 or at < 0:
+        raise PtxRewriteError("no barrier initialisation followed by the start-up barrier")
+    at = ptx.index("\n", at) + 1
+    ptx = ptx[:at] + "\tfence.mbarrier_init.release.cluster;\n" + _CLUSTER_SYNC + ptx[at:]
+    for t in _worker_partitions(ptx):
         at = ptx.index("\n", ptx.index(f"\n{t}:") + 1) + 1
         ptx = ptx[:at] + _CLUSTER_SYNC + ptx[at:]
-    # ... and before any CTA exits: every thread leaves through the one `ret`
     if ptx.count("\tret;") != 1:
         raise PtxRewriteError(f"{ptx.count(chr(9) + 'ret;')} ret instructions, not one")
     return ptx.replace("\tret;", _CLUSTER_SYNC + "\tret;")
@@ -171,11 +181,11 @@ def clustered(jit_fn, arg: str, desc_param: int) -> None:
     (another thread compiles), or when a cubin cached without it comes back; a clustered launch of an unrewritten
     build would hang (each CTA waiting for bytes and arrivals the other never sends)."""
     plain = type(jit_fn)._do_compile
-    params = inspect.signature(plain).parameters
-    if "constexprs" not in params or not hasattr(jit_fn, "arg_names"):
-        raise PtxRewriteError(f"unknown JIT compile step {type(jit_fn).__name__}._do_compile{tuple(params)}")
-    index = jit_fn.arg_names.index(arg)
     signature = inspect.signature(plain)
+    if "constexprs" not in signature.parameters or not hasattr(jit_fn, "arg_names"):
+        raise PtxRewriteError(f"unknown JIT compile step {type(jit_fn).__name__}._do_compile"
+                              f"{tuple(signature.parameters)}")
+    index = jit_fn.arg_names.index(arg)
 
     def _do_compile(self, *args, **kwargs):
         constexprs = signature.bind(self, *args, **kwargs).arguments["constexprs"]

@@ -11,30 +11,32 @@ Triton is imported from ``TRITON_SITE`` (default /tmp/t36/site311); no torch nee
 
 import os
 import sys
+from contextlib import nullcontext
 
 sys.path.insert(0, os.environ.get("TRITON_SITE", "/tmp/t36/site311"))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from kernels import _ptx_cluster
-from kernels._matmul_ws import matmul_ws_kernel
+from kernels._matmul_ws import B_DESC_PARAM, matmul_ws_kernel
 from kernels._offline_build import build, descriptor_type, main
+
+
+def _signature(bm: int, bn: int, bk: int, stages: int, epi: int, b_tma: bool, group: int, regs: int,
+               cluster: int) -> tuple[dict, dict]:
+    """(signature, constexprs) of one bf16 configuration, as the JIT would give them."""
+    const = {"BLOCK_N": bn, "GROUP_M": group, "STAGES": stages, "B_TMA": b_tma or cluster == 2, "EPI": epi,
+             "CONSUMER_REGS": regs, "CLUSTER": cluster, "CLUSTER_PTX": _ptx_cluster.VERSION if cluster == 2 else 0}
+    descs = {"a_desc": (bm, bk), "b_desc": (bk, bn // cluster), "c_desc": (bm // 2, bn)}
+    sig = {name: "constexpr" if name in const else descriptor_type("bf16", descs[name]) if name in descs
+           else {"B": "*bf16", "C": "*bf16"}.get(name, "i32") for name in matmul_ws_kernel.arg_names}
+    return sig, const
 
 
 def check(bm: int = 128, bn: int = 256, bk: int = 64, stages: int = 3, epi: int = 0, b_tma: bool = False,
           group: int = 8, regs: int = 208, maxnreg: int = 168, cluster: int = 1) -> bool:
     """Build one configuration; True if it built."""
-    b_tma = b_tma or cluster == 2
-    const = {"BLOCK_N": bn, "GROUP_M": group, "STAGES": stages, "B_TMA": b_tma, "EPI": epi,
-             "CONSUMER_REGS": regs, "CLUSTER": cluster, "CLUSTER_PTX": _ptx_cluster.VERSION if cluster == 2 else 0}
-    descs = {"a_desc": (bm, bk), "b_desc": (bk, bn // cluster), "c_desc": (bm // 2, bn)}
-    sig = {}
-    for name in matmul_ws_kernel.arg_names:
-        if name in const:
-            sig[name] = "constexpr"
-        elif name in descs:
-            sig[name] = descriptor_type("bf16", descs[name])
-        else:
-            sig[name] = {"B": "*bf16", "C": "*bf16"}.get(name, "i32")
+    sig, const = _signature(bm, bn, bk, stages, epi, b_tma, group, regs, cluster)
+    b_tma = const["B_TMA"]
     names = matmul_ws_kernel.arg_names
     attrs = {(names.index("B"),): [["tt.divisibility", 16]], (names.index("C"),): [["tt.divisibility", 16]]}
     tag = (f"{bm}x{bn}x{bk} stages={stages} epi={epi} b_tma={b_tma} group={group} regs={regs}/{maxnreg} "
@@ -42,10 +44,8 @@ def check(bm: int = 128, bn: int = 256, bk: int = 64, stages: int = 3, epi: int 
     counts = ("wgmma.mma_async", "cp.async.cg", "cp.async.ca", "cp.async.mbarrier", "cp.async.bulk.tensor",
               "fence.proxy.async", "setmaxnreg", "multicast::cluster", "mapa", "barrier.cluster")
     path = f"/tmp/matmul_ws_{bm}_{bn}_{bk}_{stages}_{epi}_{int(b_tma)}" + ("_c2" if cluster == 2 else "")
-    if cluster == 2:  # the B descriptor is PTX parameter 5, as in kernels/_matmul_gluon.py
-        with _ptx_cluster.rewriting(desc_param=5):
-            return build(matmul_ws_kernel, sig, const, attrs, maxnreg=maxnreg, tag=tag, path=path, counts=counts)
-    return build(matmul_ws_kernel, sig, const, attrs, maxnreg=maxnreg, tag=tag, path=path, counts=counts)
+    with _ptx_cluster.rewriting(B_DESC_PARAM) if cluster == 2 else nullcontext():
+        return build(matmul_ws_kernel, sig, const, attrs, maxnreg=maxnreg, tag=tag, path=path, counts=counts)
 
 
 FIXTURE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data", "ptx",
@@ -62,11 +62,7 @@ def ptx_fixture() -> None:
 
     from kernels._offline_build import TARGET
 
-    const = {"BLOCK_N": 256, "GROUP_M": 8, "STAGES": 3, "B_TMA": True, "EPI": 0, "CONSUMER_REGS": 208, "CLUSTER": 2,
-             "CLUSTER_PTX": _ptx_cluster.VERSION}
-    descs = {"a_desc": (128, 64), "b_desc": (64, 128), "c_desc": (64, 256)}
-    sig = {name: "constexpr" if name in const else descriptor_type("bf16", descs[name]) if name in descs
-           else {"B": "*bf16", "C": "*bf16"}.get(name, "i32") for name in matmul_ws_kernel.arg_names}
+    sig, const = _signature(128, 256, 64, 3, 0, True, 8, 208, cluster=2)
     kernel = triton.compile(GluonASTSource(fn=matmul_ws_kernel, signature=sig, constexprs=const, attrs={}),
                             target=TARGET, options={"num_warps": 4, "num_stages": 1, "maxnreg": 168})
     lines = [line for line in kernel.asm["ptx"].splitlines() if not line.lstrip().startswith((".loc", ".file"))]

@@ -31,6 +31,9 @@
 # call9: the GEMM GPU tests after the review's changes (one stage hook installed for good, builds without the rewrite
 #        refused, explicit "ws-mc" wherever the kernel runs, the default route's call spied on).
 # call10: the clustered kernel's bitwise GPU test with its fp16 rows added.
+# call11: after the review of git diff b5bf333.. (the producer's three B paths sharing the expect and A copy, the B
+#        descriptor's parameter one constant, the rewrite in three functions, the offline check's signature built
+#        once; SASS identical offline): the GEMM GPU tests.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -294,6 +297,10 @@ PY
   call10)
     timeout 300 python3 -m pytest tests/kernels/test_matmul_ws.py -m gpu -q -p no:cacheprovider -n 8 \
       -k "cluster" 2>&1 | tail -4 | tee "${LOG}_gpu_tests_cluster.log"
+    ;;
+  call11)
+    timeout 300 python3 -m pytest tests/kernels/test_matmul_ws.py tests/kernels/test_matmul.py -m gpu -q \
+      -p no:cacheprovider -n 8 2>&1 | tail -4 | tee "${LOG}_gpu_tests_mm.log"
     ;;
   *) echo "unknown call $CALL"; exit 2 ;;
 esac

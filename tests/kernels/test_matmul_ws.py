@@ -9,6 +9,7 @@ import torch
 from kernels import _matmul_gluon as mg
 from kernels.matmul import matmul
 from kernels.reference import rel_err
+from tests.kernels.test_attention import _captured
 from tests.kernels.test_matmul import check_matmul
 
 WS_CFGS = [(128, 256, 64, 8, 3, 0), (128, 256, 64, 8, 4, 1), (128, 128, 64, 8, 4, 0), (128, 256, 64, 1, 3, 0)]
@@ -167,12 +168,7 @@ def test_matmul_gpu_ws_cluster_bitwise(m, n, k, pitch, dtype, gen):
         c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
         assert mg.matmul_ws(a, b, c, cluster=True)
         assert torch.equal(c, want), f"{m}x{n}x{k} pitch {b.stride(0)}"
-    c.fill_(float("nan"))
-    graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
-        mg.matmul_ws(a, b, c, cluster=True)
-    torch.cuda.current_stream().wait_stream(stream)
+    graph = _captured(lambda: mg.matmul_ws(a, b, c, cluster=True))
     for _ in range(2):
         c.fill_(float("nan"))
         graph.replay()

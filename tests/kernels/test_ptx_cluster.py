@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from kernels import _ptx_cluster as pc
+from kernels._matmul_ws import B_DESC_PARAM
 
 FIXTURE = Path(__file__).parents[1] / "data" / "ptx" / "matmul_ws_cluster2_triton36_sm90.ptx.gz"
-B_PARAM = 5  # as kernels/_matmul_gluon.py passes it
+B_PARAM = B_DESC_PARAM  # the fixture's B descriptor parameter, as kernels/_matmul_gluon.py passes it
 
 
 @pytest.fixture(scope="module")
