@@ -678,7 +678,7 @@ def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_items,
                 CAUSAL: gl.constexpr, CONSUMER_REGS: gl.constexpr, V_T: gl.constexpr, PINGPONG: gl.constexpr,
                 PERM_K: gl.constexpr, ROWSUM_MMA: gl.constexpr = False, Q_BUFS: gl.constexpr = 1,
                 ONE_LOOP: gl.constexpr = False, LPT: gl.constexpr = False, SHIFT: gl.constexpr = False,
-                DYNAMIC: gl.constexpr = False):
+                DYNAMIC: gl.constexpr = False, LIGHT_PTX: gl.constexpr = 0):
     """q/k/o_desc: host tensor descriptors over (B, H, L, HEAD_DIM) with [1, 1, rows, BLOCK_D] boxes (64 rows
     for q and o, BLOCK_N for k); v_desc the same as k's, or with ``V_T`` over (B, H, HEAD_DIM, L) with
     [1, 1, BLOCK_D, BLOCK_N] boxes (V stored position-contiguous: required for fp8).  Q/K/V fp16, bf16 or
@@ -696,7 +696,9 @@ def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_items,
     ``DYNAMIC``: the grid is persistent and its programs take their items in order from a grid-wide ticket, TICKET
     (int32 [2], zero before the launch and again after it: the program that finishes last resets it), so the items,
     in their order (pairs, then LPT's single row blocks heaviest first), go to whichever program is free: a list
-    schedule without a program's start and end per item; else TICKET is not read."""
+    schedule without a program's start and end per item; else TICKET is not read.  ``LIGHT_PTX`` (non-zero: the
+    version of ``kernels/_ptx_barriers.py``, whose rewrite then builds this kernel through ``attention_ws``): the
+    consumers' warpgroup barriers before their slot releases and mbarrier waits removed from the PTX."""
     dtype: gl.constexpr = q_desc.dtype
     BLOCK_D: gl.constexpr = q_desc.block_type.shape[3]
     # to_tensor: Triton passes integer arguments equal to 1 as constants

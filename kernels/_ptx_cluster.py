@@ -15,7 +15,8 @@ whose layouts are per CTA (``num_ctas`` > 1 wants every layout split over the CT
   CTA may still write into this one);
 - :func:`clustered` makes a JIT function compile its ``CLUSTER`` = 2 specialisations through that rewrite and launch
   them as clusters of two CTAs: Triton's launcher does so for a kernel whose metadata says two CTAs (its grid then
-  counts clusters), and the kernel, compiled for one CTA a program, reads its CTA index as its program id.
+  counts clusters), and the kernel, compiled for one CTA a program, reads its CTA index as its program id (the
+  stage hook and the compile step are ``kernels/_ptx_stage.py``'s).
 
 The rewrite knows Triton 3.6's PTX for this kernel (the patterns below); anything it does not find raises
 :class:`PtxRewriteError` (a RuntimeError, so the host treats it as a build failure and falls back).  ``VERSION`` is
@@ -25,25 +26,22 @@ older one; a build that comes back without the rewrite is refused rather than la
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 import re
-import threading
-from contextlib import contextmanager
-from pathlib import Path
+from functools import partial
+
+from kernels._ptx_stage import PtxRewriteError, compile_through, version
+from kernels._ptx_stage import rewriting as _rewriting
 
 # the kernel's CLUSTER_PTX constexpr: Triton's caches key on it, not on the stage hook, so a changed rewrite (this
 # file) never reuses a cubin built by another
-VERSION = int(hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:8], 16)
+VERSION = version(__file__)
 
 _COPY = re.compile(r"^(\s*)(@%p\d+ )?cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\."
                    r"mbarrier::complete_tx::bytes (\[[^\]]+\]), \[(%rd\d+), (\{[^}]+\})\], (\[[^\]]+\]);$")
 _ARRIVE = re.compile(r"^(\s*)(@%p\d+ )?mbarrier\.arrive\.shared::cta\.b64 _, \[(%r\d+)\];$")
 _CLUSTER_SYNC = "\tbarrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;\n"
 
-
-class PtxRewriteError(RuntimeError):
-    """Triton's PTX is not what :func:`rewrite_ptx` knows."""
+__all__ = ["VERSION", "PtxRewriteError", "clustered", "rewrite_ptx", "rewriting"]
 
 
 def _desc_register(ptx: str, entry: str, param: int) -> str:
@@ -129,47 +127,24 @@ def _with_cluster_barriers(ptx: str) -> str:
     return ptx.replace("\tret;", _CLUSTER_SYNC + "\tret;")
 
 
-_this_thread = threading.local()  # the B descriptor's parameter while this thread compiles a clustered build
-_install = threading.Lock()
-_hook = None  # this module's stage hook, once installed
-
-
-def _rewriting_hook(before):
-    """A stage hook: ``before``'s (a hook that was set), then, while this thread compiles a clustered build, the
-    PTX stage through :func:`rewrite_ptx` (once, however many of these hooks are chained)."""
-
-    def hook(backend, stages, options, language, capability):
-        if before is not None:
-            before(backend, stages, options, language, capability)
-        param = getattr(_this_thread, "desc_param", None)
-        make_ptx = stages["ptx"]
-        if param is not None and not getattr(make_ptx, "cluster_rewrite", False):
-            def ptx_stage(src, metadata):
-                return rewrite_ptx(make_ptx(src, metadata), param)
-
-            ptx_stage.cluster_rewrite = True
-            stages["ptx"] = ptx_stage
-
-    return hook
-
-
-@contextmanager
 def rewriting(desc_param: int):
-    """Within it, the kernels this thread compiles get their PTX through :func:`rewrite_ptx`.  The first use
-    installs the stage hook for good, chained after any hook already set (a hook set later over it is chained in
-    turn); it changes nothing outside these contexts, nor for kernels other threads compile meanwhile."""
-    global _hook
-    from triton import knobs
+    """Within it, the kernels this thread compiles get their PTX through :func:`rewrite_ptx` (B descriptor: PTX
+    parameter ``desc_param``); see ``kernels/_ptx_stage.py``."""
+    return _rewriting(partial(rewrite_ptx, desc_param=desc_param))
 
-    with _install:
-        if _hook is None or knobs.runtime.add_stages_inspection_hook is not _hook:
-            _hook = _rewriting_hook(knobs.runtime.add_stages_inspection_hook)
-            knobs.runtime.add_stages_inspection_hook = _hook
-    _this_thread.desc_param = desc_param
-    try:
-        yield
-    finally:
-        _this_thread.desc_param = None
+
+def _two_ctas(kernel):
+    """A clustered build, checked and set to launch in clusters of two CTAs."""
+    ptx = getattr(kernel, "asm", {}).get("ptx", "")
+    if "multicast::cluster" not in ptx or "barrier.cluster" not in ptx:
+        raise PtxRewriteError("the clustered build came back without the rewrite (a cubin cached without it?)")
+    packed = getattr(kernel, "packed_metadata", None)
+    if not (isinstance(packed, tuple) and len(packed) == 3):  # (warps, CTAs, shared memory) in Triton 3.6
+        raise PtxRewriteError(f"cannot set the cluster size of {type(kernel).__name__}")
+    # the launcher reads the CTA count from here (its global-scratch sizing still counts one CTA a program: this
+    # kernel uses none)
+    kernel.packed_metadata = (packed[0], 2, packed[2])
+    return kernel
 
 
 def clustered(jit_fn, arg: str, desc_param: int) -> None:
@@ -180,34 +155,4 @@ def clustered(jit_fn, arg: str, desc_param: int) -> None:
     Such a build is refused (PtxRewriteError) where the rewrite did not run: under Triton's asynchronous compile mode
     (another thread compiles), or when a cubin cached without it comes back; a clustered launch of an unrewritten
     build would hang (each CTA waiting for bytes and arrivals the other never sends)."""
-    plain = type(jit_fn)._do_compile
-    signature = inspect.signature(plain)
-    if "constexprs" not in signature.parameters or not hasattr(jit_fn, "arg_names"):
-        raise PtxRewriteError(f"unknown JIT compile step {type(jit_fn).__name__}._do_compile"
-                              f"{tuple(signature.parameters)}")
-    index = jit_fn.arg_names.index(arg)
-
-    def _do_compile(self, *args, **kwargs):
-        constexprs = signature.bind(self, *args, **kwargs).arguments["constexprs"]
-        if constexprs.get((index,)) != 2:
-            return plain(self, *args, **kwargs)
-        from triton.runtime import _async_compile
-
-        if _async_compile.active_mode.get() is not None:
-            raise PtxRewriteError("the clustered build does not compile in Triton's asynchronous compile mode")
-        with rewriting(desc_param):
-            kernel = plain(self, *args, **kwargs)
-        if kernel is None:  # a jit_cache_hook declined the compile
-            return None
-        ptx = getattr(kernel, "asm", {}).get("ptx", "")
-        if "multicast::cluster" not in ptx or "barrier.cluster" not in ptx:
-            raise PtxRewriteError("the clustered build came back without the rewrite (a cubin cached without it?)")
-        packed = getattr(kernel, "packed_metadata", None)
-        if not (isinstance(packed, tuple) and len(packed) == 3):  # (warps, CTAs, shared memory) in Triton 3.6
-            raise PtxRewriteError(f"cannot set the cluster size of {type(kernel).__name__}")
-        # the launcher reads the CTA count from here (its global-scratch sizing still counts one CTA a program:
-        # this kernel uses none)
-        kernel.packed_metadata = (packed[0], 2, packed[2])
-        return kernel
-
-    jit_fn._do_compile = _do_compile.__get__(jit_fn)
+    compile_through(jit_fn, arg, lambda value: value == 2, partial(rewrite_ptx, desc_param=desc_param), _two_ctas)

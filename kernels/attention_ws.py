@@ -16,6 +16,7 @@ import functools
 import torch
 import triton
 
+from kernels import _ptx_barriers
 from kernels._checks import (
     GLUON_BUILD_ERRORS,
     AttnDims,
@@ -40,6 +41,13 @@ except Exception as exc:  # an older or newer Triton without the same Gluon API
     IMPORT_ERROR: str | None = f"{type(exc).__name__}: {exc}"
 else:
     IMPORT_ERROR = None
+
+LIGHT_ERROR: str | None = None  # why the LIGHT_PTX builds are off (this Triton's compile step is not the known one)
+if attn_fwd_ws is not None:
+    try:
+        _ptx_barriers.light(attn_fwd_ws, "LIGHT_PTX")
+    except _ptx_barriers.PtxRewriteError as exc:
+        LIGHT_ERROR = str(exc)
 
 ENABLED = True
 # fp8: read K with its keys permuted in shared memory where its strides allow (_permuted_k_descriptor), so P
@@ -136,6 +144,24 @@ _broken: list[str] = []  # the compile error, once the kernel failed to build he
 # ROWSUM_MMA's tile of ones the kernel would not fit.
 TWO_Q_BUFFERS: tuple[tuple[int, bool], ...] = ((128, False),)
 TWO_Q_BUFFERS_MIN_KEYS = 1024
+
+
+# 16-bit inputs at padded head dim 128 on 128-key tiles (CONFIGS' two-consumer configs without turns, from
+# LIGHT_MIN_LEN queries): the kernel built through kernels/_ptx_barriers.py, its consumers without the warpgroup
+# barrier Triton puts before each slot release and mbarrier wait (kernels/NOTES.md session 31; H200s, graph-timed
+# against the same kernel with them, outputs bitwise the same).  The shipped rule on GPU-ac985037 (call 3): d128
+# L1024 / 2048 / 4096 / 8192 +3.4 / +1.5 / +3.8 / +3.9 %, causal L2048 / 4096 / 16384 +1.1 / +2.3 / +2.2 %, d80
+# +4.0 %, fp16 +1.6 %, d96 causal +1.3 %; GPU-e9f4a7f8 / GPU-a0324a89 (calls 1-2): d128 L4096 +2.7 / +3.7 %, causal
+# +1.6 / +1.7 %, L16384 +4.3 %.  Not taken: L512 without a mask -1.5 %, d64 (two consumers, or three with turns)
+# -3 to -4 %, fp8 level (-1.2 to +0.6 %).
+LIGHT_BARRIERS = True
+LIGHT_MIN_LEN = 1024  # measured at 512 (-1.5 %) and 1024 (+3.4 %)
+
+
+def light_barriers(dims: AttnDims, causal: bool, fp8: bool, config: Config) -> bool:
+    """Whether the kernel runs without the consumers' warpgroup barriers before mbarrier operations (``LIGHT_PTX``)."""
+    return (LIGHT_BARRIERS and LIGHT_ERROR is None and not fp8 and padded_dim(dims.head_dim) == 128
+            and config[0] == 128 and config[2] == 2 and not config[4] and dims.len_q >= LIGHT_MIN_LEN)
 
 
 def q_buffers(block_d: int, causal: bool, fp8: bool, len_k: int, config: Config, rowsum: bool) -> int:
@@ -383,13 +409,15 @@ def forward(q, k, v, out, lse, dims: AttnDims, layout: str, causal: bool, qk_sca
     rowsum = rowsum_mma(fp8, consumers)
     q_bufs = q_buffers(padded_dim(d), causal, fp8, dims.len_k, config, rowsum)
     row0 = first_row(dims, causal, config)
+    light = light_barriers(dims, causal, fp8, config)
     try:
         attn_fwd_ws[grid](*descs, lse, dims.heads_q, dims.group, dims.len_q, dims.len_k, n_items, n_pair_items,
                           max(lpt, 1), qk_scale, float(o_scale), row0 or 0, ticket, BLOCK_N=block_n,
                           STAGES=stages, NC=consumers, CAUSAL=bool(causal), CONSUMER_REGS=regs, V_T=fp8,
                           PINGPONG=bool(pingpong), PERM_K=k_desc is not None, ROWSUM_MMA=rowsum, Q_BUFS=q_bufs,
                           ONE_LOOP=one_loop(dims, causal, fp8, config), LPT=lpt > 0, SHIFT=row0 is not None,
-                          DYNAMIC=dynamic, num_warps=4, maxnreg=maxnreg)
+                          DYNAMIC=dynamic, LIGHT_PTX=_ptx_barriers.VERSION if light else 0, num_warps=4,
+                          maxnreg=maxnreg)
     except GLUON_BUILD_ERRORS as exc:  # compile, ptxas or resource errors: not a launch failure
         gluon_build_failed(exc, _broken, "warp-specialised Gluon attention forward", "the Triton kernel")
         return False

@@ -16,10 +16,12 @@ Triton is imported from ``TRITON_SITE`` (default /tmp/t36/site311); no torch is 
 
 import os
 import sys
+from contextlib import nullcontext
 
 sys.path.insert(0, os.environ.get("TRITON_SITE", "/tmp/t36/site311"))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from kernels import _ptx_barriers, _ptx_stage
 from kernels._attn_fwd_ws import attn_fwd_ws
 from kernels._offline_build import build, descriptor_type, main
 
@@ -32,7 +34,8 @@ def _descriptor_type(dtype: str, box: tuple[int, ...]) -> str:
 def check(d: int = 128, bn: int = 128, stages: int = 2, nc: int = 2, causal: bool = False, regs: int = 240,
           maxnreg: int = 168, dt: str = "bf16", out: str = "", v_t: bool = False, pp: bool = False,
           perm_k: bool = False, ones: tuple[str, ...] = (), keep: bool = False, rowsum: bool = False,
-          qb: int = 1, ol: bool = False, lpt: bool = False, shift: bool = False, dyn: bool = False) -> bool:
+          qb: int = 1, ol: bool = False, lpt: bool = False, shift: bool = False, dyn: bool = False,
+          light: bool = False, path: str = "") -> bool:
     """Build one configuration; print shared memory, wgmma count and ptxas's spill line.  True if it built.
 
     ``dt``: the inputs' type (bf16, fp16, fp8e4nv); ``out``: the output's (default: dt); ``v_t``: V read
@@ -41,11 +44,12 @@ def check(d: int = 128, bn: int = 128, stages: int = 2, nc: int = 2, causal: boo
     sums by wgmma (ROWSUM_MMA); ``qb``: Q buffers a consumer (Q_BUFS); ``ol``: every key tile through one masked
     loop (ONE_LOOP: short causal configs only); ``lpt``: the causal grid's tail of single row blocks (LPT);
     ``shift``: causal row blocks from a first row before 0 (SHIFT); ``dyn``: items from a grid-wide ticket
-    (DYNAMIC)."""
+    (DYNAMIC); ``light``: built through kernels/_ptx_barriers.py (LIGHT_PTX); ``path``: where the build's files
+    go (no suffix; default: /tmp, named after the configuration)."""
     block_d = max(16, 1 << (d - 1).bit_length())
     const = dict(BLOCK_N=bn, STAGES=stages, NC=nc, CAUSAL=causal, CONSUMER_REGS=regs, V_T=v_t,
                  PINGPONG=pp, PERM_K=perm_k, ROWSUM_MMA=rowsum, Q_BUFS=qb, ONE_LOOP=ol, LPT=lpt, SHIFT=shift,
-                 DYNAMIC=dyn, **{o: 1 for o in ones})
+                 DYNAMIC=dyn, LIGHT_PTX=_ptx_barriers.VERSION if light else 0, **{o: 1 for o in ones})
     boxes = {"q_desc": (dt, (64, block_d)), "o_desc": (out or dt, (64, block_d)),
              "k_desc": (dt, (bn // 16, 2, 4, 2, block_d) if perm_k else (bn, block_d)),
              "v_desc": (dt, (block_d, bn) if v_t else (bn, block_d))}
@@ -60,12 +64,40 @@ def check(d: int = 128, bn: int = 128, stages: int = 2, nc: int = 2, causal: boo
     attrs = {(attn_fwd_ws.arg_names.index("LSE"),): [["tt.divisibility", 16]]}
     tag = (f"d{d} bn{bn} stages{stages} consumers{nc} causal={causal} regs={regs}/{maxnreg} {dt}->{out or dt} "
            f"v_t={v_t} pp={pp} perm_k={perm_k} ones={ones} rowsum={rowsum} qb={qb} ol={ol} lpt={lpt} "
-           f"shift={shift} dyn={dyn}")
-    path = (f"/tmp/attn_fwd_ws_{d}_{bn}_{stages}_{nc}_{int(causal)}_{dt}_{int(v_t)}{'_pk' if perm_k else ''}"
+           f"shift={shift} dyn={dyn} light={light}")
+    path = path or (f"/tmp/attn_fwd_ws_{d}_{bn}_{stages}_{nc}_{int(causal)}_{dt}_{int(v_t)}{'_pk' if perm_k else ''}"
             f"{'_rs' if rowsum else ''}{f'_qb{qb}' if qb > 1 else ''}{'_ol' if ol else ''}{'_lpt' if lpt else ''}"
-            f"{'_sh' if shift else ''}{'_dyn' if dyn else ''}")
-    return build(attn_fwd_ws, sig, const, attrs, maxnreg=maxnreg, tag=tag, path=path, keep_sass=keep)
+            f"{'_sh' if shift else ''}{'_dyn' if dyn else ''}{'_light' if light else ''}")
+    with _ptx_stage.rewriting(_ptx_barriers.rewrite_ptx) if light else nullcontext():
+        return build(attn_fwd_ws, sig, const, attrs, maxnreg=maxnreg, tag=tag, path=path, keep_sass=keep,
+                     counts=("wgmma.mma_async", "bar.sync"))
+
+
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data", "ptx")
+# tests/kernels/test_ptx_barriers.py's fixtures: name -> check() arguments
+FIXTURE_CONFIGS = {"attn_fwd_ws_d128_causal_triton36_sm90.ptx.gz": dict(causal=True, dyn=True, lpt=True),
+                   "attn_fwd_ws_fp8_pingpong_triton36_sm90.ptx.gz": dict(dt="fp8e4nv", out="bf16", v_t=True,
+                                                                        stages=3, pp=True, perm_k=True)}
+
+
+def ptx_fixtures() -> None:
+    """Write tests/data/ptx's fixtures of the rewrite: the PTX (before it) of a two-consumer 16-bit causal build and
+    of the fp8 build with ping-pong turns, without the debug line records and sections."""
+    import gzip
+
+    for name, kwargs in FIXTURE_CONFIGS.items():
+        path = os.path.join(FIXTURES, name)
+        check(**kwargs, path="/tmp/attn_fwd_ws_fixture")
+        with open("/tmp/attn_fwd_ws_fixture.ptx") as f:
+            ptx = f.read()
+        lines = [line for line in ptx.splitlines() if not line.lstrip().startswith((".loc", ".file"))]
+        end = next((i for i, line in enumerate(lines) if line.startswith("\t.section\t.debug")), len(lines))
+        with gzip.open(path, "wt") as f:
+            f.write("\n".join(lines[:end]) + "\n")
+        print(f"wrote {path}")
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--ptx-fixtures"]:
+        sys.exit(ptx_fixtures())
     sys.exit(main(check, sys.argv[1:]))

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kernels import _ptx_cluster as pc
+from kernels import _ptx_stage as ps
 from kernels._matmul_ws import B_DESC_PARAM
 
 FIXTURE = Path(__file__).parents[1] / "data" / "ptx" / "matmul_ws_cluster2_triton36_sm90.ptx.gz"
@@ -106,9 +107,9 @@ def hook_slot():
     """Triton's stage-inspection hook as it was, restored after the test (with this module's own state)."""
     from triton import knobs
 
-    before, ours = knobs.runtime.add_stages_inspection_hook, pc._hook
+    before, ours = knobs.runtime.add_stages_inspection_hook, ps._hook
     yield knobs.runtime
-    knobs.runtime.add_stages_inspection_hook, pc._hook = before, ours
+    knobs.runtime.add_stages_inspection_hook, ps._hook = before, ours
 
 
 def _compile_ptx(runtime, ptx):

@@ -1,0 +1,103 @@
+"""PTX rewrites at compile time, for what Triton 3.6's Gluon cannot express: the stage hook and the JIT compile step.
+
+A rewrite is a function from the PTX Triton emits for a kernel to the PTX to assemble.  :func:`compile_through` makes a
+JIT function compile the specialisations whose constexpr ``arg`` satisfies ``when`` through it: Triton's compile calls
+the stage-inspection hook (``knobs.runtime.add_stages_inspection_hook``) on its stages, and this module's hook, while
+the compiling thread is inside :func:`rewriting`, wraps the PTX stage.  The hook is installed once, chained after any
+hook already set (a hook set later over it is chained in turn), and changes nothing for kernels compiled outside these
+contexts or by other threads meanwhile.  Triton's caches do not key on a stage hook: each kernel takes its rewrite's
+version as a constexpr (a hash of the rewrite's file), so a build never comes back from a cache made without it, or
+by another version.
+
+Users: ``kernels/_ptx_cluster.py`` (the GEMM in clusters of two CTAs) and ``kernels/_ptx_barriers.py`` (the attention
+forward's consumers without the warpgroup barriers Triton puts before their mbarrier operations).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import threading
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+
+
+class PtxRewriteError(RuntimeError):
+    """Triton's PTX or compile step is not what a rewrite knows (the host treats it as a build failure)."""
+
+
+def version(path: str) -> int:
+    """A rewrite's version: a hash of its file (``__file__``), for the kernel's constexpr."""
+    return int(hashlib.sha256(Path(path).read_bytes()).hexdigest()[:8], 16)
+
+
+_this_thread = threading.local()  # the rewrite while this thread compiles a kernel through one
+_install = threading.Lock()
+_hook = None  # this module's stage hook, once installed
+
+
+def _rewriting_hook(before):
+    """A stage hook: ``before``'s (a hook that was set), then, while this thread is inside :func:`rewriting`, the PTX
+    stage through its rewrite (once, however many of these hooks are chained)."""
+
+    def hook(backend, stages, options, language, capability):
+        if before is not None:
+            before(backend, stages, options, language, capability)
+        rewrite = getattr(_this_thread, "rewrite", None)
+        make_ptx = stages["ptx"]
+        if rewrite is not None and not getattr(make_ptx, "ptx_rewrite", False):
+            def ptx_stage(src, metadata):
+                return rewrite(make_ptx(src, metadata))
+
+            ptx_stage.ptx_rewrite = True
+            stages["ptx"] = ptx_stage
+
+    return hook
+
+
+@contextmanager
+def rewriting(rewrite: Callable[[str], str]):
+    """Within it, the kernels this thread compiles get their PTX through ``rewrite``."""
+    global _hook
+    from triton import knobs
+
+    with _install:
+        if _hook is None or knobs.runtime.add_stages_inspection_hook is not _hook:
+            _hook = _rewriting_hook(knobs.runtime.add_stages_inspection_hook)
+            knobs.runtime.add_stages_inspection_hook = _hook
+    _this_thread.rewrite = rewrite
+    try:
+        yield
+    finally:
+        _this_thread.rewrite = None
+
+
+def compile_through(jit_fn, arg: str, when: Callable[[object], bool], rewrite: Callable[[str], str],
+                    finish: Callable[[object], object] | None = None) -> None:
+    """Make ``jit_fn`` compile the specialisations whose constexpr ``arg`` satisfies ``when`` through ``rewrite``, then
+    hand the compiled kernel to ``finish`` (which may check or adjust it, or raise).  Raises PtxRewriteError where
+    this Triton's JIT compile step is not the one it knows (nothing changed then), or where Triton's asynchronous
+    compile mode would compile such a specialisation on another thread (outside the rewrite)."""
+    plain = getattr(type(jit_fn), "_do_compile", None)
+    signature = inspect.signature(plain) if callable(plain) else None
+    if signature is None or "constexprs" not in signature.parameters or not hasattr(jit_fn, "arg_names"):
+        raise PtxRewriteError(f"unknown JIT compile step {type(jit_fn).__name__}._do_compile"
+                              f"{tuple(signature.parameters) if signature else ''}")
+    index = jit_fn.arg_names.index(arg)
+
+    def _do_compile(self, *args, **kwargs):
+        constexprs = signature.bind(self, *args, **kwargs).arguments["constexprs"]
+        if not when(constexprs.get((index,))):
+            return plain(self, *args, **kwargs)
+        from triton.runtime import _async_compile
+
+        if _async_compile.active_mode.get() is not None:
+            raise PtxRewriteError(f"{arg} builds do not compile in Triton's asynchronous compile mode")
+        with rewriting(rewrite):
+            kernel = plain(self, *args, **kwargs)
+        if kernel is None or finish is None:  # None: a jit_cache_hook declined the compile
+            return kernel
+        return finish(kernel)
+
+    jit_fn._do_compile = _do_compile.__get__(jit_fn)
