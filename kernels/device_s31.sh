@@ -28,6 +28,10 @@
 #        consumers' barriers before each K step's slot release and ready wait): a module copy compiled through a
 #        stage hook, swapped into _matmul_gluon; outputs against the tree's (bitwise), graph-timed in turns (best of 5
 #        rounds) beside cuBLAS at 4096^3, 8192^3, 4096x14336x4096 and 4096x5120x3072, through kernels.matmul.matmul.
+# call6: call 2's script on more kinds (w: waits only, t: turn passes only): d64 causal L4096 / L8192 and d64 L4096
+#        forward, fp8 d128 causal / full, and the d64 backward (full, causal) again on another card.
+# call7: the attention GPU tests on the committed tree (kernels/_ptx_barriers.py's rule passing over any register
+#        arithmetic since call 5: the forward's rewritten PTX the same text, a new VERSION, so new builds).
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -151,13 +155,19 @@ from kernels import _ptx_barriers as _ptx_light, attention, attention_bwd_ws, at
 from kernels import reference as ref
 
 ROUNDS = int(sys.argv[1])
-KINDS = {"rtw": ("release", "turn", "wait"), "rw": ("release", "wait"), "r": ("release",), "tw": ("turn", "wait")}
+KINDS = {"rtw": ("release", "turn", "wait"), "rw": ("release", "wait"), "r": ("release",), "tw": ("turn", "wait"),
+         "w": ("wait",), "t": ("turn",)}
 # (pass, batch, length, head dim, causal, fp8, variants); 16 heads
 SHAPES = [("fwd", 4, 4096, 128, False, True, "rtw,rw,r,tw"), ("fwd", 4, 4096, 128, True, True, "rw,r"),
           ("fwd", 4, 4096, 128, False, False, "rw,r"), ("fwd", 4, 4096, 128, True, False, "rw,r"),
           ("fwd", 4, 4096, 64, False, False, "rtw,rw,r,tw"), ("fwd", 4, 4096, 64, True, False, "rw,r"),
           ("bwd", 4, 4096, 128, False, False, "r"), ("bwd", 4, 4096, 128, True, False, "r"),
-          ("bwd", 4, 4096, 64, False, False, "r")]
+          ("bwd", 4, 4096, 64, False, False, "r"),
+          # call 6
+          ("fwd", 4, 4096, 64, True, False, "w,r"), ("fwd", 4, 4096, 64, False, False, "w,t"),
+          ("fwd", 4, 4096, 128, True, True, "rw,w"), ("fwd", 4, 4096, 128, False, True, "w"),
+          ("bwd", 4, 4096, 64, False, False, "r"), ("bwd", 4, 4096, 64, True, False, "r"),
+          ("fwd", 2, 8192, 64, True, False, "w,r")]
 if len(sys.argv) > 2:
     SHAPES = [SHAPES[int(i)] for i in sys.argv[2].split(",")]
 STATE = {"kinds": None}
@@ -375,7 +385,7 @@ call1)
   ;;
 call2)
   export TRITON_ALWAYS_COMPILE=1 TRITON_CACHE_DIR=/tmp/s31/cache
-  timeout 560 python3 /tmp/s31/ab_light2.py 3 2>&1 | tee "${LOG}_ab_light2.log"
+  timeout 560 python3 /tmp/s31/ab_light2.py 3 0,1,2,3,4,5,6,7,8 2>&1 | tee "${LOG}_ab_light2.log"
   ;;
 call3)
   timeout 280 python3 -m pytest tests/kernels/test_attention.py -m gpu -q -p no:cacheprovider -n 8 2>&1 | tail -6 \
@@ -393,6 +403,14 @@ call4)
 call5)
   export TRITON_ALWAYS_COMPILE=1 TRITON_CACHE_DIR=/tmp/s31/cache
   timeout 400 python3 /tmp/s31/ab_mm.py 5 2>&1 | tee "${LOG}_ab_mm.log"
+  ;;
+call6)
+  export TRITON_ALWAYS_COMPILE=1 TRITON_CACHE_DIR=/tmp/s31/cache
+  timeout 400 python3 /tmp/s31/ab_light2.py 3 9,10,11,12,13,14,15 2>&1 | tee "${LOG}_ab_light3.log"
+  ;;
+call7)
+  timeout 280 python3 -m pytest tests/kernels/test_attention.py -m gpu -q -p no:cacheprovider -n 8 2>&1 | tail -3 \
+    | tee "${LOG}_gpu_tests_fwd.log"
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;
 esac
