@@ -3,7 +3,7 @@ operations (``kernels/_attn_fwd_ws.py`` with ``LIGHT_PTX``; measured in kernels/
 
 Triton's shared-memory barrier analysis sees each mbarrier operation as an access to the barrier array, so it puts a
 ``bar.sync <id>, 128`` (the four warps of the partition meet) before each of a consumer's K, V and Q slot releases and
-before each of its mbarrier waits.  Neither needs it:
+before some of its mbarrier waits (three a key tile in the two-consumer configs).  None of those needs it:
 
 - a release is one thread's arrival after its ``wgmma.wait_group``: a wgmma is one operation of the warpgroup, which
   completes only once all four warps have issued their part, so its completion seen by one warp is its completion
@@ -11,20 +11,22 @@ before each of its mbarrier waits.  Neither needs it:
 - a wait is each thread's own.
 
 :func:`rewrite_ptx` removes those barriers and no other: a ``bar.sync`` of a consumer partition (named barriers other
-than 0, the loader's, and 1, the whole CTA's) whose next instruction past register arithmetic and branches is an
-mbarrier wait loop ("wait"), or a plain arrival whose previous instruction past the same (and other plain arrivals)
-is a ``wgmma.wait_group`` ("release").  The barriers around the partitions' own shared-memory data (the output tile
-before its TMA store, a conversion's scratch) and before a ping-pong turn passed after issuing ("turn") stay.
+than 0, the loader's, and 1, the whole CTA's) followed, past register arithmetic, comments and labels but no
+branch, by an mbarrier wait loop ("wait") or by a plain arrival whose own predecessor, past the same, conditional
+branches (their fall-through) and other plain arrivals with their barriers but no block label (a join), is a
+``wgmma.wait_group`` ("release").  The barriers around the partitions' own shared-memory data (the output tile
+before its TMA store, a conversion's scratch) and before a ping-pong turn passed right after issuing ("turn") stay.
 :func:`light` makes the kernel compile its ``LIGHT_PTX`` specialisations through it (``kernels/_ptx_stage.py``).
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from kernels._ptx_stage import PtxRewriteError, compile_through, version
+from kernels._ptx_stage import PLAIN_ARRIVE, PtxRewriteError, compile_through, version
 
-__all__ = ["KINDS", "SHIPPED", "VERSION", "PtxRewriteError", "light", "rewrite_ptx"]
+__all__ = ["KINDS", "MARK", "SHIPPED", "VERSION", "PtxRewriteError", "light", "rewrite_ptx"]
 
 VERSION = version(__file__)  # the kernel's LIGHT_PTX constexpr: a changed rewrite compiles anew
 KINDS = ("release", "turn", "wait")
@@ -32,25 +34,28 @@ SHIPPED = ("release", "wait")  # the turn passes' barriers kept: level for fp8 w
 MARK = "// perfci: warpgroup barriers removed before mbarrier operations:"
 
 _BAR = re.compile(r"^\s*bar\.sync\s+(\d+), 128;$")
-_ARRIVE = re.compile(r"^\s*(@%p\d+ )?mbarrier\.arrive\.shared::cta\.b64 _, \[%r\d+\];$")
-# passed over between a barrier and the operation it guards: register arithmetic, branches, labels, comments (no
-# memory access among them)
-_SKIP = re.compile(r"^\s*($|\.loc|//|\$L__\w+:|"
-                   r"(add|sub|mul|mad|shl|shr|and|or|xor|not|neg|min|max|selp|setp|mov|cvt)\.|@%p\d+ bra|bra\.uni)")
+# register arithmetic, comments and debug labels: no memory access, no change of path
+_QUIET = re.compile(r"^\s*($|\.loc|//|\$L__tmp\d+:|"
+                    r"(add|sub|mul|mad|shl|shr|and|or|xor|not|neg|min|max|selp|setp|mov|cvt)\.)")
+_BLOCK = re.compile(r"^\s*\$L__BB\d+_\d+:")  # a block label: a join, seen going back
+_COND_BRANCH = re.compile(r"^\s*@!?%p\d+ bra")  # its fall-through continues the path, seen going back
 
 
-def _next_significant(lines: list[str], i: int) -> int:
-    while i < len(lines) and _SKIP.match(lines[i]):
+def _next_op(lines: list[str], i: int) -> int:
+    """The index of the first line after ``i`` past quiet lines and block labels (a branch stops it)."""
+    i += 1
+    while i < len(lines) and (_QUIET.match(lines[i]) or _BLOCK.match(lines[i])):
         i += 1
     return i
 
 
 def _previous_wgmma(lines: list[str], i: int) -> str:
-    """The instruction before line ``i`` past register arithmetic, branches and plain arrivals with their barriers:
-    "wait" (a wgmma.wait_group), "commit" (a wgmma.commit_group) or "other"."""
+    """What precedes line ``i`` on its path, past quiet lines, conditional branches (their fall-through) and plain
+    arrivals with their barriers: "wait" (a wgmma.wait_group), "commit" (a wgmma.commit_group) or "other" (anything
+    else, a block label among them)."""
     for k in range(i - 1, max(-1, i - 60), -1):
         line = lines[k]
-        if _SKIP.match(line) or _ARRIVE.match(line) or _BAR.match(line):
+        if _QUIET.match(line) or _COND_BRANCH.match(line) or PLAIN_ARRIVE.match(line) or _BAR.match(line):
             continue
         if "wgmma.wait_group" in line:
             return "wait"
@@ -62,11 +67,11 @@ def _previous_wgmma(lines: list[str], i: int) -> str:
 
 def _kind(lines: list[str], i: int) -> str:
     """What the consumer barrier on line ``i`` guards: "wait", "release", "turn" or "" (anything else)."""
-    j = _next_significant(lines, i + 1)
+    j = _next_op(lines, i)
     nxt = lines[j] if j < len(lines) else ""
     if nxt.strip() == "{" and j + 3 < len(lines) and "mbarrier.try_wait" in lines[j + 3]:
         return "wait"
-    if _ARRIVE.match(nxt):
+    if PLAIN_ARRIVE.match(nxt):
         return {"wait": "release", "commit": "turn"}.get(_previous_wgmma(lines, i), "")
     return ""
 
@@ -85,8 +90,9 @@ def rewrite_ptx(ptx: str, kinds: tuple[str, ...] = SHIPPED) -> str:
     return f"{MARK} {removed}\n" + "\n".join(out) + "\n"
 
 
-def light(jit_fn, arg: str) -> None:
-    """Make ``jit_fn`` compile the specialisations whose constexpr ``arg`` is non-zero through :func:`rewrite_ptx`
-    (a build that comes back without it is right, only slower: not refused).  PtxRewriteError where this Triton's
-    compile step is not the one it knows."""
-    compile_through(jit_fn, arg, bool, rewrite_ptx)
+def light(jit_fn: Any, arg: str) -> None:
+    """Make ``jit_fn`` compile the specialisations whose constexpr ``arg`` is :data:`VERSION` through
+    :func:`rewrite_ptx`.  PtxRewriteError where this Triton or its compile step is not the one it knows; the host
+    (``attention_ws.light_barriers``) builds without it under Triton's asynchronous compile mode, where the compile
+    step would refuse."""
+    compile_through(jit_fn, arg, lambda value: value == VERSION, rewrite_ptx)

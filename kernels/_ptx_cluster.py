@@ -27,9 +27,11 @@ older one; a build that comes back without the rewrite is refused rather than la
 from __future__ import annotations
 
 import re
+from contextlib import AbstractContextManager
 from functools import partial
+from typing import Any
 
-from kernels._ptx_stage import PtxRewriteError, compile_through, version
+from kernels._ptx_stage import PLAIN_ARRIVE, PtxRewriteError, compile_through, version
 from kernels._ptx_stage import rewriting as _rewriting
 
 # the kernel's CLUSTER_PTX constexpr: Triton's caches key on it, not on the stage hook, so a changed rewrite (this
@@ -38,7 +40,6 @@ VERSION = version(__file__)
 
 _COPY = re.compile(r"^(\s*)(@%p\d+ )?cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\."
                    r"mbarrier::complete_tx::bytes (\[[^\]]+\]), \[(%rd\d+), (\{[^}]+\})\], (\[[^\]]+\]);$")
-_ARRIVE = re.compile(r"^(\s*)(@%p\d+ )?mbarrier\.arrive\.shared::cta\.b64 _, \[(%r\d+)\];$")
 _CLUSTER_SYNC = "\tbarrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;\n"
 
 __all__ = ["VERSION", "PtxRewriteError", "clustered", "rewrite_ptx", "rewriting"]
@@ -73,7 +74,7 @@ def _multicast(ptx: str, b_reg: str, desc_param: int) -> str:
                        f"shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster {dst}, "
                        f"[{desc}, {coords}], {bar}, %mcmask; }}")
             copies += 1
-        elif a := _ARRIVE.match(line):
+        elif a := PLAIN_ARRIVE.match(line):
             ind, pred, reg = a.groups()
             pred = pred or ""
             out.append(f"{ind}{{ .reg .b32 %mcpeer; .reg .b32 %mcaddr; mov.u32 %mcpeer, %cluster_ctarank; "
@@ -127,13 +128,13 @@ def _with_cluster_barriers(ptx: str) -> str:
     return ptx.replace("\tret;", _CLUSTER_SYNC + "\tret;")
 
 
-def rewriting(desc_param: int):
+def rewriting(desc_param: int) -> AbstractContextManager[None]:
     """Within it, the kernels this thread compiles get their PTX through :func:`rewrite_ptx` (B descriptor: PTX
     parameter ``desc_param``); see ``kernels/_ptx_stage.py``."""
     return _rewriting(partial(rewrite_ptx, desc_param=desc_param))
 
 
-def _two_ctas(kernel):
+def _two_ctas(kernel: Any) -> Any:
     """A clustered build, checked and set to launch in clusters of two CTAs."""
     ptx = getattr(kernel, "asm", {}).get("ptx", "")
     if "multicast::cluster" not in ptx or "barrier.cluster" not in ptx:
@@ -147,7 +148,7 @@ def _two_ctas(kernel):
     return kernel
 
 
-def clustered(jit_fn, arg: str, desc_param: int) -> None:
+def clustered(jit_fn: Any, arg: str, desc_param: int) -> None:
     """Make ``jit_fn`` compile the specialisations whose constexpr ``arg`` is 2 through :func:`rewrite_ptx` (B
     descriptor: PTX parameter ``desc_param``) and launch them in clusters of two CTAs (grid: clusters).  Raises
     PtxRewriteError where this Triton's JIT compile step is not the one it knows (nothing changed then).

@@ -5,9 +5,10 @@ JIT function compile the specialisations whose constexpr ``arg`` satisfies ``whe
 the stage-inspection hook (``knobs.runtime.add_stages_inspection_hook``) on its stages, and this module's hook, while
 the compiling thread is inside :func:`rewriting`, wraps the PTX stage.  The hook is installed once, chained after any
 hook already set (a hook set later over it is chained in turn), and changes nothing for kernels compiled outside these
-contexts or by other threads meanwhile.  Triton's caches do not key on a stage hook: each kernel takes its rewrite's
-version as a constexpr (a hash of the rewrite's file), so a build never comes back from a cache made without it, or
-by another version.
+contexts or by other threads meanwhile.  Triton 3.6's caches do not key on a stage hook: each kernel takes its
+rewrite's version as a constexpr (:func:`version`: a hash of the rewrite's file and this one), so a build never comes
+back from a cache made without it, or by another version.  Only Triton 3.6 is supported (its compile step, its hook
+protocol and the PTX the rewrites know): elsewhere :func:`compile_through` refuses, and its callers build without.
 
 Users: ``kernels/_ptx_cluster.py`` (the GEMM in clusters of two CTAs) and ``kernels/_ptx_barriers.py`` (the attention
 forward's consumers without the warpgroup barriers Triton puts before their mbarrier operations).
@@ -17,10 +18,17 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+SUPPORTED_TRITON = "3.6."
+# a plain mbarrier arrival as Triton 3.6 emits it (one thread's, predicated): indent, predicate, barrier register
+PLAIN_ARRIVE = re.compile(r"^(\s*)(@%p\d+ )?mbarrier\.arrive\.shared::cta\.b64 _, \[(%r\d+)\];$")
+Rewrite = Callable[[str], str]
 
 
 class PtxRewriteError(RuntimeError):
@@ -28,8 +36,18 @@ class PtxRewriteError(RuntimeError):
 
 
 def version(path: str) -> int:
-    """A rewrite's version: a hash of its file (``__file__``), for the kernel's constexpr."""
-    return int(hashlib.sha256(Path(path).read_bytes()).hexdigest()[:8], 16)
+    """A rewrite's version for its kernel's constexpr: a hash of the rewrite's file (``__file__``) and this one."""
+    digest = hashlib.sha256(Path(path).read_bytes() + Path(__file__).read_bytes())
+    return int(digest.hexdigest()[:8], 16)
+
+
+def async_compiling() -> bool:
+    """Whether Triton's asynchronous compile mode is on here (its builds run on other threads, outside the hook)."""
+    try:
+        from triton.runtime import _async_compile
+    except ImportError:
+        return False
+    return _async_compile.active_mode.get() is not None
 
 
 _this_thread = threading.local()  # the rewrite while this thread compiles a kernel through one
@@ -37,13 +55,16 @@ _install = threading.Lock()
 _hook = None  # this module's stage hook, once installed
 
 
-def _rewriting_hook(before):
+def _rewriting_hook(before: Callable[..., Any] | None) -> Callable[..., Any]:
     """A stage hook: ``before``'s (a hook that was set), then, while this thread is inside :func:`rewriting`, the PTX
     stage through its rewrite (once, however many of these hooks are chained)."""
 
-    def hook(backend, stages, options, language, capability):
+    def hook(*args: Any) -> Any:
+        if not args:  # a later Triton asking its hooks for a cache key: this one adds none
+            return before() if before is not None else ("", "")
         if before is not None:
-            before(backend, stages, options, language, capability)
+            before(*args)
+        stages = args[1]
         rewrite = getattr(_this_thread, "rewrite", None)
         make_ptx = stages["ptx"]
         if rewrite is not None and not getattr(make_ptx, "ptx_rewrite", False):
@@ -57,7 +78,7 @@ def _rewriting_hook(before):
 
 
 @contextmanager
-def rewriting(rewrite: Callable[[str], str]):
+def rewriting(rewrite: Rewrite) -> Iterator[None]:
     """Within it, the kernels this thread compiles get their PTX through ``rewrite``."""
     global _hook
     from triton import knobs
@@ -66,19 +87,24 @@ def rewriting(rewrite: Callable[[str], str]):
         if _hook is None or knobs.runtime.add_stages_inspection_hook is not _hook:
             _hook = _rewriting_hook(knobs.runtime.add_stages_inspection_hook)
             knobs.runtime.add_stages_inspection_hook = _hook
+    previous = getattr(_this_thread, "rewrite", None)
     _this_thread.rewrite = rewrite
     try:
         yield
     finally:
-        _this_thread.rewrite = None
+        _this_thread.rewrite = previous
 
 
-def compile_through(jit_fn, arg: str, when: Callable[[object], bool], rewrite: Callable[[str], str],
-                    finish: Callable[[object], object] | None = None) -> None:
+def compile_through(jit_fn: Any, arg: str, when: Callable[[object], bool], rewrite: Rewrite,
+                    finish: Callable[[Any], Any] | None = None) -> None:
     """Make ``jit_fn`` compile the specialisations whose constexpr ``arg`` satisfies ``when`` through ``rewrite``, then
-    hand the compiled kernel to ``finish`` (which may check or adjust it, or raise).  Raises PtxRewriteError where
-    this Triton's JIT compile step is not the one it knows (nothing changed then), or where Triton's asynchronous
-    compile mode would compile such a specialisation on another thread (outside the rewrite)."""
+    hand the compiled kernel to ``finish`` (which may check or adjust it, or raise).  Raises PtxRewriteError on a
+    Triton other than 3.6 or where its JIT compile step is not the one it knows (nothing changed then), and at compile
+    time under Triton's asynchronous compile mode (another thread would compile, outside the rewrite)."""
+    import triton
+
+    if not triton.__version__.startswith(SUPPORTED_TRITON):
+        raise PtxRewriteError(f"Triton {triton.__version__}: the PTX rewrites know Triton {SUPPORTED_TRITON}x only")
     plain = getattr(type(jit_fn), "_do_compile", None)
     signature = inspect.signature(plain) if callable(plain) else None
     if signature is None or "constexprs" not in signature.parameters or not hasattr(jit_fn, "arg_names"):
@@ -86,13 +112,11 @@ def compile_through(jit_fn, arg: str, when: Callable[[object], bool], rewrite: C
                               f"{tuple(signature.parameters) if signature else ''}")
     index = jit_fn.arg_names.index(arg)
 
-    def _do_compile(self, *args, **kwargs):
+    def _do_compile(self: Any, *args: Any, **kwargs: Any) -> Any:
         constexprs = signature.bind(self, *args, **kwargs).arguments["constexprs"]
         if not when(constexprs.get((index,))):
             return plain(self, *args, **kwargs)
-        from triton.runtime import _async_compile
-
-        if _async_compile.active_mode.get() is not None:
+        if async_compiling():
             raise PtxRewriteError(f"{arg} builds do not compile in Triton's asynchronous compile mode")
         with rewriting(rewrite):
             kernel = plain(self, *args, **kwargs)

@@ -30,6 +30,7 @@ from kernels._checks import (
     sm_count,
     tma_ok,
 )
+from kernels._ptx_stage import async_compiling
 
 try:  # Gluon ships with Triton >= 3.5; its Hopper API is what the kernel is written against (3.6)
     from triton.experimental.gluon import language as gl
@@ -161,7 +162,8 @@ LIGHT_MIN_LEN = 1024  # measured at 512 (-1.5 %) and 1024 (+3.4 %)
 def light_barriers(dims: AttnDims, causal: bool, fp8: bool, config: Config) -> bool:
     """Whether the kernel runs without the consumers' warpgroup barriers before mbarrier operations (``LIGHT_PTX``)."""
     return (LIGHT_BARRIERS and LIGHT_ERROR is None and not fp8 and padded_dim(dims.head_dim) == 128
-            and config[0] == 128 and config[2] == 2 and not config[4] and dims.len_q >= LIGHT_MIN_LEN)
+            and config[0] == 128 and config[2] == 2 and not config[4] and dims.len_q >= LIGHT_MIN_LEN
+            and not async_compiling())  # (its builds run on other threads, outside the rewrite)
 
 
 def q_buffers(block_d: int, causal: bool, fp8: bool, len_k: int, config: Config, rowsum: bool) -> int:

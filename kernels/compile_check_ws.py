@@ -65,9 +65,10 @@ def check(d: int = 128, bn: int = 128, stages: int = 2, nc: int = 2, causal: boo
     tag = (f"d{d} bn{bn} stages{stages} consumers{nc} causal={causal} regs={regs}/{maxnreg} {dt}->{out or dt} "
            f"v_t={v_t} pp={pp} perm_k={perm_k} ones={ones} rowsum={rowsum} qb={qb} ol={ol} lpt={lpt} "
            f"shift={shift} dyn={dyn} light={light}")
-    path = path or (f"/tmp/attn_fwd_ws_{d}_{bn}_{stages}_{nc}_{int(causal)}_{dt}_{int(v_t)}{'_pk' if perm_k else ''}"
-            f"{'_rs' if rowsum else ''}{f'_qb{qb}' if qb > 1 else ''}{'_ol' if ol else ''}{'_lpt' if lpt else ''}"
-            f"{'_sh' if shift else ''}{'_dyn' if dyn else ''}{'_light' if light else ''}")
+    path = path or (f"/tmp/attn_fwd_ws_{d}_{bn}_{stages}_{nc}_{int(causal)}_{dt}_{int(v_t)}"
+                    f"{'_pk' if perm_k else ''}{'_rs' if rowsum else ''}{f'_qb{qb}' if qb > 1 else ''}"
+                    f"{'_ol' if ol else ''}{'_lpt' if lpt else ''}{'_sh' if shift else ''}{'_dyn' if dyn else ''}"
+                    f"{'_light' if light else ''}")
     with _ptx_stage.rewriting(_ptx_barriers.rewrite_ptx) if light else nullcontext():
         return build(attn_fwd_ws, sig, const, attrs, maxnreg=maxnreg, tag=tag, path=path, keep_sass=keep,
                      counts=("wgmma.mma_async", "bar.sync"))

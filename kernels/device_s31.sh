@@ -32,6 +32,9 @@
 #        forward, fp8 d128 causal / full, and the d64 backward (full, causal) again on another card.
 # call7: the attention GPU tests on the committed tree (kernels/_ptx_barriers.py's rule passing over any register
 #        arithmetic since call 5: the forward's rewritten PTX the same text, a new VERSION, so new builds).
+# call8: after the review (the stage hook answering a cache-key call, Triton 3.6 only, the rule following paths, the
+#        compile step rewriting only its version, the GPU test wanting exactly one marked build): the light, cluster
+#        and ticket-grid GPU tests.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -411,6 +414,10 @@ call6)
 call7)
   timeout 280 python3 -m pytest tests/kernels/test_attention.py -m gpu -q -p no:cacheprovider -n 8 2>&1 | tail -3 \
     | tee "${LOG}_gpu_tests_fwd.log"
+  ;;
+call8)
+  timeout 250 python3 -m pytest tests/kernels/test_attention.py tests/kernels/test_matmul_ws.py -m gpu -q \
+    -p no:cacheprovider -n 8 -k "light or cluster or dynamic_grid" 2>&1 | tail -3 | tee "${LOG}_gpu_tests_review.log"
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;
 esac

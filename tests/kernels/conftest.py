@@ -35,3 +35,23 @@ def gen() -> torch.Generator:
     g = torch.Generator()
     g.seed()
     return g
+
+
+@pytest.fixture
+def hook_slot():
+    """Triton's stage-inspection hook as it was, restored after the test (with kernels/_ptx_stage.py's own state)."""
+    from triton import knobs
+
+    from kernels import _ptx_stage
+
+    before, ours = knobs.runtime.add_stages_inspection_hook, _ptx_stage._hook
+    yield knobs.runtime
+    knobs.runtime.add_stages_inspection_hook, _ptx_stage._hook = before, ours
+
+
+@pytest.fixture
+def as_triton36(monkeypatch):
+    """This Triton taken for 3.6, the only one the PTX rewrites accept (for their stand-in compile steps here)."""
+    import triton
+
+    monkeypatch.setattr(triton, "__version__", "3.6.0")

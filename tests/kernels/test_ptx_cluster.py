@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from kernels import _ptx_cluster as pc
-from kernels import _ptx_stage as ps
 from kernels._matmul_ws import B_DESC_PARAM
+from tests.kernels.ptx_standins import Compiled, StandInJit, compile_ptx
 
 FIXTURE = Path(__file__).parents[1] / "data" / "ptx" / "matmul_ws_cluster2_triton36_sm90.ptx.gz"
 B_PARAM = B_DESC_PARAM  # the fixture's B descriptor parameter, as kernels/_matmul_gluon.py passes it
@@ -102,43 +102,25 @@ def test_unknown_ptx_is_refused(ptx, edit, param, match):
     assert issubclass(pc.PtxRewriteError, RuntimeError)
 
 
-@pytest.fixture
-def hook_slot():
-    """Triton's stage-inspection hook as it was, restored after the test (with this module's own state)."""
-    from triton import knobs
-
-    before, ours = knobs.runtime.add_stages_inspection_hook, ps._hook
-    yield knobs.runtime
-    knobs.runtime.add_stages_inspection_hook, ps._hook = before, ours
-
-
-def _compile_ptx(runtime, ptx):
-    """What Triton's compile does with the hook: call it on the stages, then run the PTX stage."""
-    stages = {"ptx": lambda src, metadata: ptx, "cubin": None}
-    if runtime.add_stages_inspection_hook is not None:
-        runtime.add_stages_inspection_hook(None, stages, None, None, 90)
-    return stages["ptx"](None, {})
-
-
 def test_rewriting_applies_in_its_context_and_chains_other_hooks(ptx, hook_slot):
     seen = []
     hook_slot.add_stages_inspection_hook = lambda *args: seen.append(len(args))
     rewritten = pc.rewrite_ptx(ptx, B_PARAM)
     with pc.rewriting(B_PARAM):
-        assert _compile_ptx(hook_slot, ptx) == rewritten
+        assert compile_ptx(hook_slot, ptx) == rewritten
         # a kernel another thread compiles meanwhile passes through unchanged
         other = []
-        worker = threading.Thread(target=lambda: other.append(_compile_ptx(hook_slot, ptx)))
+        worker = threading.Thread(target=lambda: other.append(compile_ptx(hook_slot, ptx)))
         worker.start()
         worker.join()
         assert other == [ptx]
-    assert _compile_ptx(hook_slot, ptx) == ptx  # outside the context: unchanged, the user's hook still called
+    assert compile_ptx(hook_slot, ptx) == ptx  # outside the context: unchanged, the user's hook still called
     assert seen == [5, 5, 5]
     # a hook set later over ours that chains to it: still one rewrite
     ours = hook_slot.add_stages_inspection_hook
     hook_slot.add_stages_inspection_hook = lambda *args: ours(*args)
     with pc.rewriting(B_PARAM):
-        assert _compile_ptx(hook_slot, ptx) == rewritten
+        assert compile_ptx(hook_slot, ptx) == rewritten
 
 
 def test_two_threads_rewriting_at_once_each_rewrite_once(ptx, hook_slot):
@@ -148,7 +130,7 @@ def test_two_threads_rewriting_at_once_each_rewrite_once(ptx, hook_slot):
     def compile_clustered():
         with pc.rewriting(B_PARAM):
             both_in.wait()
-            results.append(_compile_ptx(hook_slot, ptx))
+            results.append(compile_ptx(hook_slot, ptx))
             both_in.wait()
 
     workers = [threading.Thread(target=compile_clustered) for _ in range(2)]
@@ -159,30 +141,8 @@ def test_two_threads_rewriting_at_once_each_rewrite_once(ptx, hook_slot):
     assert results == [rewritten, rewritten]
 
 
-class _Compiled:
-    def __init__(self, ptx):
-        self.asm = {"ptx": ptx}
-        self.packed_metadata = (4, 1, 213168)
-
-
-class _Jit:
-    """The JIT function's compile step as Triton 3.6 calls it (runtime/jit.py): the PTX stage through the
-    stage-inspection hook, as triton.compile does."""
-
-    arg_names = ("a_desc", "CLUSTER")
-
-    def __init__(self, ptx):
-        self.ptx, self.calls = ptx, []
-
-    def _do_compile(self, key, signature, device, constexprs, options, attrs, warmup):
-        from triton import knobs
-
-        self.calls.append(constexprs)
-        return _Compiled(_compile_ptx(knobs.runtime, self.ptx))
-
-
-def test_clustered_rewrites_and_launches_only_cluster_builds(ptx, hook_slot):
-    jit = _Jit(ptx)
+def test_clustered_rewrites_and_launches_only_cluster_builds(ptx, hook_slot, as_triton36):
+    jit = StandInJit(ptx, ("a_desc", "CLUSTER"))
     pc.clustered(jit, "CLUSTER", desc_param=B_PARAM)
     plain = jit._do_compile("k", {}, 0, {(1,): 1}, None, {}, False)
     assert plain.asm["ptx"] == ptx and plain.packed_metadata == (4, 1, 213168)
@@ -191,14 +151,14 @@ def test_clustered_rewrites_and_launches_only_cluster_builds(ptx, hook_slot):
     assert len(jit.calls) == 2
 
 
-def test_clustered_refuses_a_build_without_the_rewrite(ptx, hook_slot):
+def test_clustered_refuses_a_build_without_the_rewrite(ptx, hook_slot, as_triton36):
     """A cluster build that comes back unrewritten (a cubin cached without the hook) would hang if launched in
     clusters: refused.  So is a JIT whose compile step is not Triton 3.6's."""
-    class Cached(_Jit):  # the stages bypassed, as on a cache hit
+    class Cached(StandInJit):  # the stages bypassed, as on a cache hit
         def _do_compile(self, key, signature, device, constexprs, options, attrs, warmup):
-            return _Compiled(self.ptx)
+            return Compiled(self.ptx)
 
-    pc.clustered(cached := Cached(ptx), "CLUSTER", desc_param=B_PARAM)
+    pc.clustered(cached := Cached(ptx, ("a_desc", "CLUSTER")), "CLUSTER", desc_param=B_PARAM)
     with pytest.raises(pc.PtxRewriteError, match="without the rewrite"):
         cached._do_compile("k", {}, 0, {(1,): 2}, None, {}, False)
 
