@@ -67,6 +67,18 @@ def build(fn, sig: dict, const: dict, attrs: dict, *, maxnreg: int, tag: str, pa
     return not findings
 
 
+def write_ptx_fixture(ptx: str, path: str) -> None:
+    """Write ``ptx`` gzipped to ``path`` as a tests/data/ptx fixture: without the debug line records and sections
+    (paths of the machine that built it)."""
+    import gzip
+
+    lines = [line for line in ptx.splitlines() if not line.lstrip().startswith((".loc", ".file"))]
+    end = next((i for i, line in enumerate(lines) if line.startswith("\t.section\t.debug")), len(lines))
+    with gzip.open(path, "wt") as f:
+        f.write("\n".join(lines[:end]) + "\n")
+    print(f"wrote {path}")
+
+
 def main(check, argv: list[str]) -> int:
     """Build each argument's configuration (``"key=value, ..."``: keyword arguments of ``check``; none: the
     defaults); exit status 1 if any failed."""

@@ -26,7 +26,7 @@ from typing import Any
 
 from kernels._ptx_stage import PLAIN_ARRIVE, PtxRewriteError, compile_through, version
 
-__all__ = ["KINDS", "MARK", "SHIPPED", "VERSION", "PtxRewriteError", "light", "rewrite_ptx"]
+__all__ = ["KINDS", "MARK", "SHIPPED", "VERSION", "PtxRewriteError", "light", "removed", "rewrite_ptx"]
 
 VERSION = version(__file__)  # the kernel's LIGHT_PTX constexpr: a changed rewrite compiles anew
 KINDS = ("release", "turn", "wait")
@@ -88,6 +88,12 @@ def rewrite_ptx(ptx: str, kinds: tuple[str, ...] = SHIPPED) -> str:
             continue
         out.append(line)
     return f"{MARK} {removed}\n" + "\n".join(out) + "\n"
+
+
+def removed(ptx: str) -> int | None:
+    """How many barriers :func:`rewrite_ptx` removed from ``ptx`` (its mark), or None where it did not rewrite it."""
+    first = ptx.partition("\n")[0]
+    return int(first.removeprefix(MARK)) if first.startswith(MARK) else None
 
 
 def light(jit_fn: Any, arg: str) -> None:

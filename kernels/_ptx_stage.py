@@ -41,13 +41,15 @@ def version(path: str) -> int:
     return int(digest.hexdigest()[:8], 16)
 
 
+try:  # Triton's asynchronous compile mode (3.4+): its context variable, looked up once
+    from triton.runtime._async_compile import active_mode as _async_mode
+except ImportError:
+    _async_mode = None
+
+
 def async_compiling() -> bool:
     """Whether Triton's asynchronous compile mode is on here (its builds run on other threads, outside the hook)."""
-    try:
-        from triton.runtime import _async_compile
-    except ImportError:
-        return False
-    return _async_compile.active_mode.get() is not None
+    return _async_mode is not None and _async_mode.get() is not None
 
 
 _this_thread = threading.local()  # the rewrite while this thread compiles a kernel through one

@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from kernels import _ptx_cluster
 from kernels._matmul_ws import B_DESC_PARAM, matmul_ws_kernel
-from kernels._offline_build import build, descriptor_type, main
+from kernels._offline_build import build, descriptor_type, main, write_ptx_fixture
 
 
 def _signature(bm: int, bn: int, bk: int, stages: int, epi: int, b_tma: bool, group: int, regs: int,
@@ -53,10 +53,7 @@ FIXTURE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def ptx_fixture() -> None:
-    """Write tests/data/ptx's fixture: the default tiles' ``CLUSTER`` = 2 PTX before the rewrite, without the debug
-    line records and sections (paths of the machine that built it)."""
-    import gzip
-
+    """Write tests/data/ptx's fixture: the default tiles' ``CLUSTER`` = 2 PTX before the rewrite."""
     import triton
     from triton.experimental.gluon._runtime import GluonASTSource
 
@@ -65,11 +62,7 @@ def ptx_fixture() -> None:
     sig, const = _signature(128, 256, 64, 3, 0, True, 8, 208, cluster=2)
     kernel = triton.compile(GluonASTSource(fn=matmul_ws_kernel, signature=sig, constexprs=const, attrs={}),
                             target=TARGET, options={"num_warps": 4, "num_stages": 1, "maxnreg": 168})
-    lines = [line for line in kernel.asm["ptx"].splitlines() if not line.lstrip().startswith((".loc", ".file"))]
-    end = next((i for i, line in enumerate(lines) if line.startswith("\t.section\t.debug")), len(lines))
-    with gzip.open(FIXTURE, "wt") as f:
-        f.write("\n".join(lines[:end]) + "\n")
-    print(f"wrote {FIXTURE}")
+    write_ptx_fixture(kernel.asm["ptx"], FIXTURE)
 
 
 if __name__ == "__main__":

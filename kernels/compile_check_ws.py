@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from kernels import _ptx_barriers, _ptx_stage
 from kernels._attn_fwd_ws import attn_fwd_ws
-from kernels._offline_build import build, descriptor_type, main
+from kernels._offline_build import build, descriptor_type, main, write_ptx_fixture
 
 
 def _descriptor_type(dtype: str, box: tuple[int, ...]) -> str:
@@ -83,19 +83,11 @@ FIXTURE_CONFIGS = {"attn_fwd_ws_d128_causal_triton36_sm90.ptx.gz": dict(causal=T
 
 def ptx_fixtures() -> None:
     """Write tests/data/ptx's fixtures of the rewrite: the PTX (before it) of a two-consumer 16-bit causal build and
-    of the fp8 build with ping-pong turns, without the debug line records and sections."""
-    import gzip
-
+    of the fp8 build with ping-pong turns."""
     for name, kwargs in FIXTURE_CONFIGS.items():
-        path = os.path.join(FIXTURES, name)
         check(**kwargs, path="/tmp/attn_fwd_ws_fixture")
         with open("/tmp/attn_fwd_ws_fixture.ptx") as f:
-            ptx = f.read()
-        lines = [line for line in ptx.splitlines() if not line.lstrip().startswith((".loc", ".file"))]
-        end = next((i for i, line in enumerate(lines) if line.startswith("\t.section\t.debug")), len(lines))
-        with gzip.open(path, "wt") as f:
-            f.write("\n".join(lines[:end]) + "\n")
-        print(f"wrote {path}")
+            write_ptx_fixture(f.read(), os.path.join(FIXTURES, name))
 
 
 if __name__ == "__main__":

@@ -658,9 +658,9 @@ def test_gluon_forward_light_barriers_bitwise_gpu(d, causal, config, shape, gen,
     _needs_gluon()
     attention_ws.attn_fwd_ws.device_caches.clear()  # the builds below only: this test's two
     _bitwise_either_way(monkeypatch, "light_barriers", (False, True), d, causal, config, shape, gen)
-    marks = [k.asm["ptx"].partition("\n")[0] for cache in attention_ws.attn_fwd_ws.device_caches.values()
+    marks = [_ptx_barriers.removed(k.asm["ptx"]) for cache in attention_ws.attn_fwd_ws.device_caches.values()
              for k in cache[0].values()]
-    light = [int(m.removeprefix(_ptx_barriers.MARK)) for m in marks if m.startswith(_ptx_barriers.MARK)]
+    light = [n for n in marks if n is not None]
     assert len(marks) == 2 and len(light) == 1 and light[0] > 0, marks
 
 
