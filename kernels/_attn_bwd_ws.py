@@ -345,7 +345,7 @@ def attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK, DV, sd
                 HQ, HKV, GROUP, LQ, LK, n_kb, n_tail, qk_scale, sm_scale, OUT, DO, DQACC, SYNC, sob, soh, sol, sdob,
                 sdoh, sdol, ahead, PREP: gl.constexpr, HEAD_DIM: gl.constexpr,
                 STAGES: gl.constexpr, CAUSAL: gl.constexpr, DQ_SPLIT: gl.constexpr, DQ_SKIP: gl.constexpr,
-                CONSUMER_REGS: gl.constexpr, DS_RS: gl.constexpr, KV_RS: gl.constexpr):
+                CONSUMER_REGS: gl.constexpr, DS_RS: gl.constexpr, KV_RS: gl.constexpr, LIGHT_PTX: gl.constexpr = 0):
     """q/do_desc: (B, Hq, Lq, D) descriptors with [1, 1, 64, BLOCK_D] boxes; k/v_desc: (B, Hkv, Lk, D) with
     [1, 1, 2*64, BLOCK_D] boxes; dq_desc: the fp32 scratch (B*Hq, Lq, D), zeroed, with [1, 64, DQ_W] boxes
     (DQ_W = BLOCK_D / 2 with DQ_SPLIT, else BLOCK_D).  LSE (natural log) and DELTA = rowsum(o dO): (B, Hq, Lq)
@@ -357,7 +357,10 @@ def attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK, DV, sd
     ``DQ_SKIP`` (a timing diagnostic only: dq comes out zero) leaves out the dQ product and its reduce-add.  With
     ``PREP``: OUT / DO (o and dO, unit dim stride, batch / head / position strides sob.. / sdob..), DQACC (the fp32
     scratch as a pointer), SYNC (int32, zeroed: the start ticket, then a count per kv head) and ``ahead`` (the kv
-    heads the host's pre-pass prepared; each program prepares the head that many after its own)."""
+    heads the host's pre-pass prepared; each program prepares the head that many after its own).  ``LIGHT_PTX``
+    (non-zero: the version of ``kernels/_ptx_barriers.py``, whose rewrite then builds this kernel through
+    ``attention_bwd_ws``): the consumers' warpgroup barriers before their slot releases and mbarrier waits removed from
+    the PTX."""
     NC: gl.constexpr = 2
     dtype: gl.constexpr = q_desc.dtype
     BLOCK_D: gl.constexpr = q_desc.block_type.shape[3]

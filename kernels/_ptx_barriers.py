@@ -1,5 +1,6 @@
-"""The Gluon forward's consumer warpgroups without the warpgroup barriers Triton 3.6 puts before their mbarrier
-operations (``kernels/_attn_fwd_ws.py`` with ``LIGHT_PTX``; measured in kernels/NOTES.md, session 31).
+"""The Gluon attention kernels' consumer warpgroups without the warpgroup barriers Triton 3.6 puts before their
+mbarrier operations (``kernels/_attn_fwd_ws.py`` and ``kernels/_attn_bwd_ws.py`` with ``LIGHT_PTX``; measured in
+kernels/NOTES.md, sessions 31-32: what pays is the schedule ptxas makes without them, not the warps no longer meeting).
 
 Triton's shared-memory barrier analysis sees each mbarrier operation as an access to the barrier array, so it puts a
 ``bar.sync <id>, 128`` (the four warps of the partition meet) before each of a consumer's K, V and Q slot releases and
@@ -98,7 +99,7 @@ def removed(ptx: str) -> int | None:
 
 def light(jit_fn: Any, arg: str) -> None:
     """Make ``jit_fn`` compile the specialisations whose constexpr ``arg`` is :data:`VERSION` through
-    :func:`rewrite_ptx`.  PtxRewriteError where this Triton or its compile step is not the one it knows; the host
-    (``attention_ws.light_barriers``) builds without it under Triton's asynchronous compile mode, where the compile
-    step would refuse."""
+    :func:`rewrite_ptx`.  PtxRewriteError where this Triton or its compile step is not the one it knows; the hosts
+    (``attention_ws.light_barriers``, ``attention_bwd_ws.light_barriers``) build without it under Triton's
+    asynchronous compile mode, where the compile step would refuse."""
     compile_through(jit_fn, arg, lambda value: value == VERSION, rewrite_ptx)

@@ -25,6 +25,7 @@ import math
 import torch
 import triton
 
+from kernels import _ptx_barriers
 from kernels._attn_bwd_fused import _bwd_pre_fused, _dq_post
 from kernels._checks import (
     GLUON_BUILD_ERRORS,
@@ -38,6 +39,7 @@ from kernels._checks import (
     sm_count,
     tma_ok,
 )
+from kernels._ptx_stage import async_compiling
 from kernels.attention_ws import descriptor, smem_layout
 
 try:  # the kernel is written against Triton 3.6's Gluon Hopper API
@@ -49,6 +51,13 @@ except Exception as exc:  # an older or newer Triton without the same Gluon API
     IMPORT_ERROR: str | None = f"{type(exc).__name__}: {exc}"
 else:
     IMPORT_ERROR = None
+
+LIGHT_ERROR: str | None = None  # why the LIGHT_PTX builds are off (this Triton's compile step is not the known one)
+if attn_bwd_ws is not None:
+    try:
+        _ptx_barriers.light(attn_bwd_ws, "LIGHT_PTX")
+    except _ptx_barriers.PtxRewriteError as exc:
+        LIGHT_ERROR = str(exc)
 
 ENABLED = True
 ROWS = 64  # query rows per step, and keys per consumer warpgroup (the kernel's ROWS)
@@ -101,8 +110,26 @@ PREP_HEAD_DIMS: tuple[int, ...] = (64, 128)
 PREP_MIN_LEN = 1024
 PREP_MIN_LEN_CAUSAL = 4096
 PREP_AHEAD = 4  # kv heads the pre-pass still prepares, at least
+# (head dim, causal) where the kernel is built through kernels/_ptx_barriers.py (``LIGHT_PTX``), from LIGHT_MIN_LEN
+# queries: its consumers without the warpgroup barrier Triton puts before each of their two slot releases a step (the
+# Q / dO ring's, dS^T's buffer), as the forward at head dim 128 (kernels/NOTES.md, sessions 31-32; H200s, graph-timed
+# against the same kernel with them; dk, dv bitwise the same).  Head dim 64 without a mask, L4096: +1.9 % (session 31
+# call 2, GPU-a0324a89), +2.0 % (call 6, GPU-0ba338cd), +2.1 % (session 32 call 4, GPU-fb6f9293); this rule (session
+# 32 call 5, GPU-b1d00f5e): L1024 / 2048 / 4096 / 8192 / 16384 +0.3 / +1.7 / +2.5 / +2.5 / +3.0 %, fp16 +1.8 %, GQA 4
+# +1.9 % (0.988 -> 1.012x cuDNN at L4096, 0.994 -> 1.019x at L8192).  Not taken: d64 causal -0.8 % (twice), d128
+# -1.6 to -2.3 % (causal level).
+LIGHT_BARRIERS: tuple[tuple[int, bool], ...] = ((64, False),)
+LIGHT_MIN_LEN = 2048  # measured at 1024 (+0.3 %) and 2048 (+1.7 %)
 _PRE_BM = 64
 _broken: list[str] = []  # the build error, once the kernel failed to build here
+
+
+def light_barriers(dims: AttnDims, causal: bool) -> bool:
+    """Whether the kernel runs without the consumers' warpgroup barriers before their slot releases (``LIGHT_PTX``):
+    at ``LIGHT_BARRIERS``' (head dim, causal) from ``LIGHT_MIN_LEN`` queries, where this Triton's compile step allows
+    the rewrite."""
+    return (LIGHT_ERROR is None and (dims.head_dim, bool(causal)) in LIGHT_BARRIERS and dims.len_q >= LIGHT_MIN_LEN
+            and not async_compiling())  # (its builds run on other threads, outside the rewrite)
 
 
 def runnable_on(device: torch.device) -> bool:
@@ -139,13 +166,14 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
              lse: torch.Tensor, dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor, dims: AttnDims, layout: str,
              causal: bool, scale: float, *, stages: int | None = None, skip_dq: bool = False,
              tail_waves: float | None = None, ds_registers: bool | None = None,
-             kv_registers: bool | None = None, prep: bool | None = None) -> bool:
+             kv_registers: bool | None = None, prep: bool | None = None, light: bool | None = None) -> bool:
     """Write dq, dk, dv (checked, preallocated, non-empty problem, :func:`eligible` inputs) through the Gluon
     kernel; False (nothing written) when the kernel cannot be built here.  ``stages`` overrides ``CONFIGS``,
     ``tail_waves`` ``CAUSAL_TAIL_WAVES`` (for a causal mask only), ``ds_registers`` ``DS_REGISTERS``,
     ``kv_registers`` ``KV_REGISTERS_HEAD_DIMS``, ``prep`` :func:`prepares_in_kernel` (o and dO need a unit last
-    stride for it); ``skip_dq`` (a timing diagnostic: dq comes out zero) leaves out the dQ product and its
-    reduce-adds."""
+    stride for it), ``light`` :func:`light_barriers` (True builds with the barriers all the same where
+    ``LIGHT_ERROR`` is set or under Triton's asynchronous compile mode); ``skip_dq`` (a timing diagnostic: dq comes
+    out zero) leaves out the dQ product and its reduce-adds."""
     d = dims.head_dim
     b, hq, hk = dims.batch, dims.heads_q, dims.heads_kv
     ds_rs = DS_REGISTERS if ds_registers is None else bool(ds_registers)
@@ -172,13 +200,16 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
                               smem_layout(dq_box, torch.float32)))
     sdk, sdv = layout_strides(dk, layout), layout_strides(dv, layout)
     regs, maxnreg = REGISTERS
+    light = (light_barriers(dims, causal) if light is None
+             else bool(light) and LIGHT_ERROR is None and not async_compiling())
     try:
         attn_bwd_ws[(n_kb * b * hk,)](
             *descs, lse, delta, dk, dv, sdk[0], sdk[1], sdk[2], sdv[0], sdv[1], sdv[2], hq, hk, dims.group,
             dims.len_q, dims.len_k, n_kb, n_tail, scale * LOG2E, scale, out, do, dq_acc, sync, so[0], so[1], so[2],
             sdo[0], sdo[1], sdo[2], ahead, PREP=prep, HEAD_DIM=d,
             STAGES=stages or CONFIGS[d], CAUSAL=bool(causal), DQ_SPLIT=split, DQ_SKIP=bool(skip_dq),
-            CONSUMER_REGS=regs, DS_RS=ds_rs, KV_RS=kv_rs, num_warps=4, maxnreg=maxnreg)
+            CONSUMER_REGS=regs, DS_RS=ds_rs, KV_RS=kv_rs, LIGHT_PTX=_ptx_barriers.VERSION if light else 0,
+            num_warps=4, maxnreg=maxnreg)
     except GLUON_BUILD_ERRORS as exc:  # compile, ptxas or resource errors: not a launch failure
         gluon_build_failed(exc, _broken, "warp-specialised Gluon attention backward", "the Triton backward")
         return False

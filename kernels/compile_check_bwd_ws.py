@@ -9,29 +9,35 @@ the constant 1, as Triton's launcher does when an argument equals 1 (the kernel 
 shared memory, the wgmma / TMA-reduce counts and ptxas's register and spill line (and any wgmma serialisation
 warning), and checks the SASS for wgmma A registers rewritten inside a loop (``operand_clobbers``; a hit
 fails).  Triton is imported from ``TRITON_SITE`` (default /tmp/t36/site311); no torch is needed.
+``--ptx-fixture`` writes tests/data/ptx's backward fixture of the barrier rewrite (``light``).
 """
 
 import os
 import re
 import sys
+from contextlib import nullcontext
 
 sys.path.insert(0, os.environ.get("TRITON_SITE", "/tmp/t36/site311"))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from kernels import _ptx_barriers, _ptx_stage
 from kernels._attn_bwd_ws import attn_bwd_ws
-from kernels._offline_build import build, descriptor_type, main
+from kernels._offline_build import build, descriptor_type, main, write_ptx_fixture
 
 
 def check(d: int = 128, stages: int = 2, causal: bool = False, dt: str = "bf16", split: bool | None = None,
           regs: int = 240, maxnreg: int = 168, ones: tuple[str, ...] = (), keep: bool = False,
-          skip_dq: bool = False, ds_rs: bool = True, kv_rs: bool | None = None, prep: bool = True) -> bool:
+          skip_dq: bool = False, ds_rs: bool = True, kv_rs: bool | None = None, prep: bool = True,
+          light: bool = False, path: str = "") -> bool:
     """Build one configuration; print its resource report and ``operand_clobbers``' findings.  True if it built with
-    none (``keep``: also write the cubin's SASS to /tmp)."""
+    none (``keep``: also write the cubin's SASS to /tmp; ``light``: built through kernels/_ptx_barriers.py, as
+    ``LIGHT_PTX``)."""
     split = d == 128 if split is None else split
     kv_rs = (ds_rs and d == 64) if kv_rs is None else kv_rs  # as attention_bwd_ws.KV_REGISTERS_HEAD_DIMS
     dq_w = d // 2 if split else d
     const = dict(HEAD_DIM=d, STAGES=stages, CAUSAL=causal, DQ_SPLIT=split, DQ_SKIP=skip_dq, CONSUMER_REGS=regs,
-                 DS_RS=ds_rs, KV_RS=kv_rs, PREP=prep, **{o: 1 for o in ones})
+                 DS_RS=ds_rs, KV_RS=kv_rs, PREP=prep, LIGHT_PTX=_ptx_barriers.VERSION if light else 0,
+                 **{o: 1 for o in ones})
     boxes = {"q_desc": (dt, (1, 1, 64, d)), "do_desc": (dt, (1, 1, 64, d)), "k_desc": (dt, (1, 1, 128, d)),
              "v_desc": (dt, (1, 1, 128, d)), "dq_desc": ("fp32", (1, 64, dq_w))}
     sig, attrs = {}, {}
@@ -56,12 +62,14 @@ def check(d: int = 128, stages: int = 2, causal: bool = False, dt: str = "bf16",
             if name.startswith(("sd", "so")):
                 attrs[(i,)] = [["tt.divisibility", 16]]
     tag = (f"d{d} stages{stages} causal={causal} {dt} split={split} skip_dq={skip_dq} "
-           f"regs={regs}/{maxnreg} ones={ones} ds_rs={ds_rs} kv_rs={kv_rs} prep={prep}")
-    return build(attn_bwd_ws, sig, const, attrs, maxnreg=maxnreg, tag=tag,
-                 path=f"/tmp/attn_bwd_ws_{d}_{stages}_{int(causal)}_{dt}_{int(split)}_{int(ds_rs)}{int(kv_rs)}{int(prep)}",
-                 keep_sass=keep, sass_check=operand_clobbers,
-                 counts=("wgmma.mma_async", "cp.reduce.async.bulk", "bar.sync", "bar.arrive"),
-                 report=("spill", "rror", "registers", "arning"))
+           f"regs={regs}/{maxnreg} ones={ones} ds_rs={ds_rs} kv_rs={kv_rs} prep={prep} light={light}")
+    path = path or (f"/tmp/attn_bwd_ws_{d}_{stages}_{int(causal)}_{dt}_{int(split)}_{int(ds_rs)}{int(kv_rs)}"
+                    f"{int(prep)}{'_light' if light else ''}")
+    with _ptx_stage.rewriting(_ptx_barriers.rewrite_ptx) if light else nullcontext():
+        return build(attn_bwd_ws, sig, const, attrs, maxnreg=maxnreg, tag=tag, path=path, keep_sass=keep,
+                     sass_check=operand_clobbers,
+                     counts=("wgmma.mma_async", "cp.reduce.async.bulk", "bar.sync", "bar.arrive"),
+                     report=("spill", "rror", "registers", "arning"))
 
 
 _INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
@@ -111,5 +119,19 @@ def operand_clobbers(sass: str) -> list[str]:
     return hits
 
 
+FIXTURE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data", "ptx",
+                       "attn_bwd_ws_d64_triton36_sm90.ptx.gz")
+
+
+def ptx_fixture() -> None:
+    """Write tests/kernels/test_ptx_barriers.py's backward fixture: the PTX (before the rewrite) of the head dim 64
+    build without a mask (``attention_bwd_ws.LIGHT_BARRIERS``)."""
+    check(d=64, path="/tmp/attn_bwd_ws_fixture")
+    with open("/tmp/attn_bwd_ws_fixture.ptx") as f:
+        write_ptx_fixture(f.read(), FIXTURE)
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--ptx-fixture"]:
+        sys.exit(ptx_fixture())
     sys.exit(main(check, sys.argv[1:]))

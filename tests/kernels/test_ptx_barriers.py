@@ -22,13 +22,14 @@ DATA = Path(__file__).parents[1] / "data" / "ptx"
 BAR = re.compile(r"^\s*bar\.sync\s+(\d+), 128;$")
 SMEM_WRITE = re.compile(r"^\s*(@%p\d+ )?(st\.shared|stmatrix|atom\.shared|red\.shared)")
 FIXTURES = ("attn_fwd_ws_d128_causal_triton36_sm90.ptx.gz", "attn_fwd_ws_fp8_pingpong_triton36_sm90.ptx.gz")
+BACKWARD = "attn_bwd_ws_d64_triton36_sm90.ptx.gz"  # `python3.11 kernels/compile_check_bwd_ws.py --ptx-fixture`
 
 
 def _load(name: str) -> str:
     return gzip.decompress((DATA / name).read_bytes()).decode()
 
 
-@pytest.fixture(scope="module", params=FIXTURES)
+@pytest.fixture(scope="module", params=(*FIXTURES, BACKWARD))
 def fixture(request) -> str:
     return _load(request.param)
 
@@ -36,6 +37,11 @@ def fixture(request) -> str:
 @pytest.fixture(scope="module")
 def causal() -> str:
     return _load(FIXTURES[0])
+
+
+@pytest.fixture(scope="module")
+def backward() -> str:
+    return _load(BACKWARD)
 
 
 def _body(out: str) -> list[str]:
@@ -80,7 +86,7 @@ def test_no_removed_barrier_separated_shared_memory_writes(fixture):
         lo = max([k for k in fences if k < i], default=0)
         hi = min([k for k in fences if k > i], default=len(lines))
         assert not [line for line in lines[lo:hi] if SMEM_WRITE.match(line)], (i, lo, hi)
-    assert len(gone) > 20
+    assert len(gone) >= 8
 
 
 QUIET = ("//", ".loc", "add.", "mad.", "mov.", "{", ".reg", "waitLoop:")
@@ -113,6 +119,23 @@ def test_no_barrier_left_before_a_release_or_wait_but_the_turns():
 def test_the_causal_builds_count(causal):
     assert len(_removed(causal)) == 28  # per consumer: 9 releases (K, V, Q slots on the item's paths) and 5 waits
     assert len(_removed(causal, ("release",))) == 18
+
+
+def test_the_backward_loses_the_barriers_of_its_releases_only(backward):
+    """The Gluon backward (head dim 64, no mask): per consumer and loop, the barrier before its two releases after
+    the step's wgmma wait (the Q / dO slot's, dS^T's buffer); the one before dS^T's ready arrival, which follows
+    its shared-memory store, stays."""
+    lines = backward.splitlines()
+    gone = _removed(backward)
+    assert len(gone) == 8 and gone == _removed(backward, ("release",)) == _removed(backward, pb.KINDS)
+    for i in gone:  # an arrival next; before it, past arrivals and their barriers, the step's wgmma wait
+        after = next(x for x in lines[i + 1:] if x.strip() and not x.strip().startswith(QUIET))
+        before = next(x for x in reversed(lines[:i]) if x.strip() and not x.strip().startswith(QUIET)
+                      and not BAR.match(x) and "mbarrier.arrive" not in x and "inline asm" not in x)
+        assert "mbarrier.arrive" in after and "wgmma.wait_group" in before, i
+    body = _body(pb.rewrite_ptx(backward))
+    assert _guarded(lines, "mbarrier.arrive") - _guarded(body, "mbarrier.arrive") == 8
+    assert _guarded(body, "mbarrier.arrive") > 0  # dS^T's ready arrival keeps its barrier
 
 
 SYNTHETIC = """\twgmma.wait_group.sync.aligned 1;

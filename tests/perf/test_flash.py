@@ -72,7 +72,19 @@ def _sdpa_backward(out, inputs, do):
 @pytest.mark.parametrize("impl", ("ours", "sdpa-flash", "sdpa-cudnn"))
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_flash_backward(perf, impl, causal):
-    q, k, v, do = _inputs(4096, 128, 4)
+    _backward(perf, impl, causal, 128)
+
+
+@pytest.mark.parametrize("impl", ("ours", "sdpa-flash", "sdpa-cudnn"))
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_flash_backward_d64(perf, impl, causal):
+    """Head dim 64 (ours: the Gluon backward; without a mask built without its consumers' release barriers)."""
+    _backward(perf, impl, causal, 64)
+
+
+def _backward(perf, impl: str, causal: bool, d: int) -> None:
+    """L4096, B4, H16: dq, dk, dv of our backward or of SDPA's autograd backward."""
+    q, k, v, do = _inputs(4096, d, 4)
     perf.flops = 2.5 * _fwd_flops(q, causal)
     perf.bytes = 8 * q.numel() * q.element_size()
     if impl == "ours":
