@@ -27,6 +27,8 @@
 # call7: the kernel suite (now with test_flash_backward_d64: head dim 64 L4096, full and causal, ours beside SDPA's
 #        flash and cuDNN backends) on the tree of call 5, and this card model's (H200) baseline entries of those rows
 #        made from two runs (baselines/ comes back as $OUT/baseline_h200.tgz).
+# call8: on the commit (the rewrite's module text changed, so a new version: new builds): the backward GPU tests and
+#        the forward's light ones.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -289,6 +291,10 @@ call7)
   install_perfci
   suite
   baseline_update "backward_d64" bwd_d64
+  ;;
+call8)
+  timeout 250 python3 -m pytest tests/kernels/test_attention_bwd_ws.py tests/kernels/test_attention.py -m gpu -q \
+    -p no:cacheprovider -n 8 -k "backward or light" 2>&1 | tail -3 | tee "${LOG}_gpu_tests_commit.log"
   ;;
 call6)
   export TRITON_ALWAYS_COMPILE=1 TRITON_CACHE_DIR=/tmp/s32/cache
