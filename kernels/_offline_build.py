@@ -67,16 +67,28 @@ def build(fn, sig: dict, const: dict, attrs: dict, *, maxnreg: int, tag: str, pa
     return not findings
 
 
-def write_ptx_fixture(ptx: str, path: str) -> None:
-    """Write ``ptx`` gzipped to ``path`` as a tests/data/ptx fixture: without the debug line records and sections
+PTX_FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data", "ptx")
+
+
+def write_ptx_fixture(ptx: str, name: str) -> None:
+    """Write ``ptx`` gzipped as the tests/data/ptx fixture ``name``: without the debug line records and sections
     (paths of the machine that built it)."""
     import gzip
 
     lines = [line for line in ptx.splitlines() if not line.lstrip().startswith((".loc", ".file"))]
     end = next((i for i, line in enumerate(lines) if line.startswith("\t.section\t.debug")), len(lines))
+    path = os.path.join(PTX_FIXTURES, name)
     with gzip.open(path, "wt") as f:
         f.write("\n".join(lines[:end]) + "\n")
     print(f"wrote {path}")
+
+
+def build_ptx_fixture(check: Callable[..., bool], name: str, **kwargs) -> None:
+    """Build ``check(**kwargs)`` (a check script's build of one configuration) and write its PTX, as Triton emitted
+    it (before any rewrite), as the tests/data/ptx fixture ``name``."""
+    check(**kwargs, path="/tmp/ptx_fixture")
+    with open("/tmp/ptx_fixture.ptx") as f:
+        write_ptx_fixture(f.read(), name)
 
 
 def main(check, argv: list[str]) -> int:

@@ -11,7 +11,7 @@ back from a cache made without it, or by another version.  Only Triton 3.6 is su
 protocol and the PTX the rewrites know): elsewhere :func:`compile_through` refuses, and its callers build without.
 
 Users: ``kernels/_ptx_cluster.py`` (the GEMM in clusters of two CTAs) and ``kernels/_ptx_barriers.py`` (the attention
-forward's consumers without the warpgroup barriers Triton puts before their mbarrier operations).
+kernels' consumers without the warpgroup barriers Triton puts before their mbarrier operations).
 """
 
 from __future__ import annotations

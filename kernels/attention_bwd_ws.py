@@ -124,12 +124,16 @@ _PRE_BM = 64
 _broken: list[str] = []  # the build error, once the kernel failed to build here
 
 
+def _light_buildable() -> bool:
+    """Whether a ``LIGHT_PTX`` build can be made here: this Triton's compile step allows the rewrite, and Triton's
+    asynchronous compile mode is off (its builds run on other threads, outside the rewrite)."""
+    return LIGHT_ERROR is None and not async_compiling()
+
+
 def light_barriers(dims: AttnDims, causal: bool) -> bool:
     """Whether the kernel runs without the consumers' warpgroup barriers before their slot releases (``LIGHT_PTX``):
-    at ``LIGHT_BARRIERS``' (head dim, causal) from ``LIGHT_MIN_LEN`` queries, where this Triton's compile step allows
-    the rewrite."""
-    return (LIGHT_ERROR is None and (dims.head_dim, bool(causal)) in LIGHT_BARRIERS and dims.len_q >= LIGHT_MIN_LEN
-            and not async_compiling())  # (its builds run on other threads, outside the rewrite)
+    at ``LIGHT_BARRIERS``' (head dim, causal) from ``LIGHT_MIN_LEN`` queries, where the build can be made."""
+    return (dims.head_dim, bool(causal)) in LIGHT_BARRIERS and dims.len_q >= LIGHT_MIN_LEN and _light_buildable()
 
 
 def runnable_on(device: torch.device) -> bool:
@@ -200,8 +204,7 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
                               smem_layout(dq_box, torch.float32)))
     sdk, sdv = layout_strides(dk, layout), layout_strides(dv, layout)
     regs, maxnreg = REGISTERS
-    light = (light_barriers(dims, causal) if light is None
-             else bool(light) and LIGHT_ERROR is None and not async_compiling())
+    light = light_barriers(dims, causal) if light is None else bool(light) and _light_buildable()
     try:
         attn_bwd_ws[(n_kb * b * hk,)](
             *descs, lse, delta, dk, dv, sdk[0], sdk[1], sdk[2], sdv[0], sdv[1], sdv[2], hq, hk, dims.group,

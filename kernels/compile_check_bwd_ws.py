@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from kernels import _ptx_barriers, _ptx_stage
 from kernels._attn_bwd_ws import attn_bwd_ws
-from kernels._offline_build import build, descriptor_type, main, write_ptx_fixture
+from kernels._offline_build import build, build_ptx_fixture, descriptor_type, main
 
 
 def check(d: int = 128, stages: int = 2, causal: bool = False, dt: str = "bf16", split: bool | None = None,
@@ -119,16 +119,10 @@ def operand_clobbers(sass: str) -> list[str]:
     return hits
 
 
-FIXTURE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data", "ptx",
-                       "attn_bwd_ws_d64_triton36_sm90.ptx.gz")
-
-
 def ptx_fixture() -> None:
     """Write tests/kernels/test_ptx_barriers.py's backward fixture: the PTX (before the rewrite) of the head dim 64
     build without a mask (``attention_bwd_ws.LIGHT_BARRIERS``)."""
-    check(d=64, path="/tmp/attn_bwd_ws_fixture")
-    with open("/tmp/attn_bwd_ws_fixture.ptx") as f:
-        write_ptx_fixture(f.read(), FIXTURE)
+    build_ptx_fixture(check, "attn_bwd_ws_d64_triton36_sm90.ptx.gz", d=64)
 
 
 if __name__ == "__main__":

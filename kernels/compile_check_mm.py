@@ -48,8 +48,7 @@ def check(bm: int = 128, bn: int = 256, bk: int = 64, stages: int = 3, epi: int 
         return build(matmul_ws_kernel, sig, const, attrs, maxnreg=maxnreg, tag=tag, path=path, counts=counts)
 
 
-FIXTURE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data", "ptx",
-                       "matmul_ws_cluster2_triton36_sm90.ptx.gz")
+FIXTURE = "matmul_ws_cluster2_triton36_sm90.ptx.gz"  # tests/kernels/test_ptx_cluster.py's
 
 
 def ptx_fixture() -> None:

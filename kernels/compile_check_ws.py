@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from kernels import _ptx_barriers, _ptx_stage
 from kernels._attn_fwd_ws import attn_fwd_ws
-from kernels._offline_build import build, descriptor_type, main, write_ptx_fixture
+from kernels._offline_build import build, build_ptx_fixture, descriptor_type, main
 
 
 def _descriptor_type(dtype: str, box: tuple[int, ...]) -> str:
@@ -74,7 +74,6 @@ def check(d: int = 128, bn: int = 128, stages: int = 2, nc: int = 2, causal: boo
                      counts=("wgmma.mma_async", "bar.sync"))
 
 
-FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data", "ptx")
 # tests/kernels/test_ptx_barriers.py's fixtures: name -> check() arguments
 FIXTURE_CONFIGS = {"attn_fwd_ws_d128_causal_triton36_sm90.ptx.gz": dict(causal=True, dyn=True, lpt=True),
                    "attn_fwd_ws_fp8_pingpong_triton36_sm90.ptx.gz": dict(dt="fp8e4nv", out="bf16", v_t=True,
@@ -85,9 +84,7 @@ def ptx_fixtures() -> None:
     """Write tests/data/ptx's fixtures of the rewrite: the PTX (before it) of a two-consumer 16-bit causal build and
     of the fp8 build with ping-pong turns."""
     for name, kwargs in FIXTURE_CONFIGS.items():
-        check(**kwargs, path="/tmp/attn_fwd_ws_fixture")
-        with open("/tmp/attn_fwd_ws_fixture.ptx") as f:
-            write_ptx_fixture(f.read(), os.path.join(FIXTURES, name))
+        build_ptx_fixture(check, name, **kwargs)
 
 
 if __name__ == "__main__":

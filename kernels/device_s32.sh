@@ -29,6 +29,10 @@
 #        made from two runs (baselines/ comes back as $OUT/baseline_h200.tgz).
 # call8: on the commit (the rewrite's module text changed, so a new version: new builds): the backward GPU tests and
 #        the forward's light ones.
+# call9: after the review of the session's diff: the backward GPU tests (their runs now through one helper) and the
+#        forward's light ones, and ab_warp.py (now through kernels/_ptx_stage.rewriting in place of a stage hook of its
+#        own: the same PTX for every variant on four builds offline; calls 1-6 ran the earlier form) at one shape,
+#        one round.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -48,9 +52,8 @@ from functools import partial
 from unittest import mock
 
 import torch
-from triton import knobs
-
-from kernels import _ptx_barriers as pb, attention, attention_bwd_ws, attention_ws, tune_cases
+from kernels import _ptx_barriers as pb
+from kernels import _ptx_stage, attention, attention_bwd_ws, attention_ws, tune_cases
 from kernels import reference as ref
 
 ROUNDS = int(sys.argv[1])
@@ -78,10 +81,6 @@ SHAPES = [("fwd", 4, 4096, 64, False, False, "rm_rw,ws_rw,ws_rtw"), ("fwd", 4, 4
           ("bwd", 4, 4096, 64, True, False, "p_1,p_2")]
 if len(sys.argv) > 2:
     SHAPES = [SHAPES[int(i)] for i in sys.argv[2].split(",")]
-STATE = {"variant": None}
-_before = knobs.runtime.add_stages_inspection_hook
-
-
 def group(lines, i, kind):
     """W (a wait), A (a release after wgmma.wait_group 1: the K slot's, the P.V still running), B (after
     wait_group 0: the V slot's, or a first tile's)."""
@@ -93,60 +92,41 @@ def group(lines, i, kind):
     return "?"
 
 
-def rewrite(ptx, name):
-    if name == "plain":
-        return ptx, 0
-    how, kinds = name.split("_")
+def verdict(name, lines, i, kind):
+    """What variant ``name`` does with the consumer barrier on line ``i`` (of _ptx_barriers' ``kind``, or ""):
+    "keep", "remove" or "ws" (replace it by bar.warp.sync -1)."""
+    how, arg = name.split("_")
+    if how == "p":  # p_<n>: only the barrier before the n-th release after a wgmma wait removed
+        if kind != "release":
+            return "keep"
+        prev = next(x for x in reversed(lines[:i]) if x.strip() and not pb._QUIET.match(x) and "inline asm" not in x)
+        return "remove" if ("wgmma.wait_group" in prev) == (arg == "1") else "keep"
+    if how == "g":  # g_<groups>: those groups' barriers removed, the other release / wait ones bar.warp.sync
+        if kind not in ("release", "wait"):
+            return "keep"
+        return "remove" if group(lines, i, kind) in arg else "ws"
+    return ("remove" if how == "rm" else "ws") if kind in KINDS[arg] else "keep"
+
+
+def rewrite(name, ptx):
+    """The attention kernels' PTX as variant ``name`` builds it (other kernels' unchanged)."""
+    if name == "plain" or (".entry attn_fwd_ws" not in ptx and ".entry attn_bwd_ws" not in ptx):
+        return ptx
+    assert pb.removed(ptx) is None, "a copy's PTX came rewritten"
     lines = ptx.splitlines()
-    if how == "p":
-        KINDS.setdefault(kinds, ())
     out, n = [], 0
     for i, line in enumerate(lines):
         m = pb._BAR.match(line)
-        kind = pb._kind(lines, i) if m and m.group(1) not in ("0", "1") else ""
-        if how == "p" and kind == "release":
-            # p_<n>: the barrier before the n-th release after a wgmma wait removed, every other one kept
-            prev = next(x for x in reversed(lines[:i]) if x.strip() and not pb._QUIET.match(x)
-                        and "inline asm" not in x)
-            if ("wgmma.wait_group" in prev) == (kinds == "1"):
-                n += 1
-                continue
-        if how == "g" and kind in ("release", "wait"):
-            # g_<groups>: the barriers of those groups removed, the other release / wait ones bar.warp.sync
-            n += 1
-            if group(lines, i, kind) not in kinds:
-                out.append(WARP_SYNC)
+        v = verdict(name, lines, i, pb._kind(lines, i)) if m and m.group(1) not in ("0", "1") else "keep"
+        if v == "keep":
+            out.append(line)
             continue
-        if how != "g" and kind in KINDS[kinds]:
-            n += 1
-            if how == "ws":
-                out.append(WARP_SYNC)
-            continue
-        out.append(line)
-    return "\n".join(out) + "\n", n
+        n += 1
+        if v == "ws":
+            out.append(WARP_SYNC)
+    print(f"    [{name}: {n} barriers]", flush=True)
+    return "\n".join(out) + "\n"
 
-
-def hook(backend, stages, options, language, capability):
-    if _before is not None:
-        _before(backend, stages, options, language, capability)
-    name = STATE["variant"]
-    if name is None:
-        return
-    make_ptx = stages["ptx"]
-
-    def ptx_stage(src, metadata):
-        ptx = make_ptx(src, metadata)
-        if ".entry attn_fwd_ws" not in ptx and ".entry attn_bwd_ws" not in ptx:
-            return ptx
-        assert pb.removed(ptx) is None, "a copy's PTX came rewritten"
-        new, n = rewrite(ptx, name)
-        print(f"    [{name}: {n} barriers]", flush=True)
-        return new
-
-    stages["ptx"] = ptx_stage
-
-
-knobs.runtime.add_stages_inspection_hook = hook
 COPIES = {}
 
 
@@ -169,12 +149,8 @@ def variant(run, pas, name):
         fn = copy("kernels/_attn_bwd_ws.py", f"_bwd_{name}").attn_bwd_ws
 
     def go():
-        STATE["variant"] = name
-        try:
-            with mock.patch.object(target, attr, fn):
-                return run()
-        finally:
-            STATE["variant"] = None
+        with _ptx_stage.rewriting(partial(rewrite, name)), mock.patch.object(target, attr, fn):
+            return run()
     return go
 
 
@@ -291,6 +267,12 @@ call7)
   install_perfci
   suite
   baseline_update "backward_d64" bwd_d64
+  ;;
+call9)
+  timeout 250 python3 -m pytest tests/kernels/test_attention_bwd_ws.py tests/kernels/test_attention.py -m gpu -q \
+    -p no:cacheprovider -n 8 -k "backward or light" 2>&1 | tail -3 | tee "${LOG}_gpu_tests_review.log"
+  export TRITON_ALWAYS_COMPILE=1 TRITON_CACHE_DIR=/tmp/s32/cache
+  timeout 150 python3 /tmp/s32/ab_warp.py 1 14 2>&1 | tee "${LOG}_ab_warp_review.log"
   ;;
 call8)
   timeout 250 python3 -m pytest tests/kernels/test_attention_bwd_ws.py tests/kernels/test_attention.py -m gpu -q \

@@ -14,12 +14,20 @@ import functools
 import pytest
 import torch
 
-from kernels import _ptx_barriers, attention, attention_bwd_ws
+from kernels import attention, attention_bwd_ws
 from kernels._checks import check_attention as check_dims
 from kernels._checks import sm_count
 from kernels.attention import attention_backward, attention_forward
 from kernels.reference import attention_fp32, rel_err
-from tests.kernels.test_attention import BWD_TOL, _captured, _dims, _nan, _rand, _shape
+from tests.kernels.test_attention import (
+    BWD_TOL,
+    _assert_one_light_build_of_two,
+    _captured,
+    _dims,
+    _nan,
+    _rand,
+    _shape,
+)
 
 
 def _problem(b, hq, hk, lq, lk, d, causal, layout, dtype, device, gen):
@@ -34,6 +42,25 @@ def _problem(b, hq, hk, lq, lk, d, causal, layout, dtype, device, gen):
 def _grads(impl, q, k, v, do, out, lse, causal, layout):
     grads = [_nan(t.shape, t.dtype, t.device) for t in (q, k, v)]
     attention_backward(do, q, k, v, out, lse, causal, None, layout, dq=grads[0], dk=grads[1], dv=grads[2], impl=impl)
+    return grads
+
+
+def _gluon_backward(q, k, v, do, out, lse, layout, causal, *, replays=0, **options) -> list[torch.Tensor]:
+    """dq, dk, dv from ``attention_bwd_ws.backward`` (keyword ``options``) into NaN-poisoned buffers: eagerly, or
+    with ``replays`` a CUDA graph of it (built and captured, the buffers poisoned again, replayed that many times)."""
+    dims = check_dims(q, k, v, layout, attention.HEAD_DIMS)
+    grads = [_nan(t.shape, t.dtype, t.device) for t in (q, k, v)]
+    run = functools.partial(attention_bwd_ws.backward, do, q, k, v, out, lse, *grads, dims, layout, causal,
+                            q.shape[-1] ** -0.5, **options)
+    if not replays:
+        assert run()
+        return grads
+    graph = _captured(run)
+    for t in grads:
+        t.fill_(float("nan"))
+    for _ in range(replays):
+        graph.replay()
+    torch.cuda.synchronize()
     return grads
 
 
@@ -249,15 +276,9 @@ def test_gluon_backward_tail_order_gpu(tail_waves, gen):
     """The causal tail's programs in key block order (a few heads, half of them, every head) give the same dk and
     dv, bit for bit, as head order (each program sums its keys' rows alone), and dq within its adds' rounding."""
     _needs_gluon()
-    q, k, v, do, out, lse = _problem(2, 16, 8, 1100, 1100, 128, True, "bhld", torch.bfloat16, "cuda", gen)
-    dims = check_dims(q, k, v, "bhld", attention.HEAD_DIMS)
-    runs = []
-    for waves in (0.0, tail_waves):
-        grads = [_nan(t.shape, t.dtype, t.device) for t in (q, k, v)]
-        assert attention_bwd_ws.backward(do, q, k, v, out, lse, *grads, dims, "bhld", True, 128 ** -0.5,
-                                         tail_waves=waves)
-        runs.append(grads)
-    assert attention_bwd_ws.tail_heads(9, 16, sm_count(q.device, 1), tail_waves, True) > 0
+    args = _problem(2, 16, 8, 1100, 1100, 128, True, "bhld", torch.bfloat16, "cuda", gen)
+    runs = [_gluon_backward(*args, "bhld", True, tail_waves=waves) for waves in (0.0, tail_waves)]
+    assert attention_bwd_ws.tail_heads(9, 16, sm_count(args[0].device, 1), tail_waves, True) > 0
     assert torch.equal(runs[0][1], runs[1][1]) and torch.equal(runs[0][2], runs[1][2])
     assert rel_err(runs[0][0], runs[1][0]) < 1e-2
 
@@ -289,22 +310,16 @@ def test_gluon_backward_register_operands_gpu(d, causal, gen):
     (K and V in registers without dS^T failed this on an H100: ptxas packed P^T over K's registers in the loop;
     ``backward`` refuses that combination.)"""
     _needs_gluon()
-    q, k, v, do, out, lse = _problem(2, 8, 4, 1000, 1100, d, causal, "bhld", torch.bfloat16, "cuda", gen)
-    dims = check_dims(q, k, v, "bhld", attention.HEAD_DIMS)
+    args = _problem(2, 8, 4, 1000, 1100, d, causal, "bhld", torch.bfloat16, "cuda", gen)
     variants = [(False, False), (True, False)] + ([(True, True)] if d == 64 else [])
-    runs = []
-    for ds_registers, kv_registers in variants:
-        grads = [_nan(t.shape, t.dtype, t.device) for t in (q, k, v)]
-        assert attention_bwd_ws.backward(do, q, k, v, out, lse, *grads, dims, "bhld", causal, d ** -0.5,
-                                         ds_registers=ds_registers, kv_registers=kv_registers)
-        runs.append(grads)
+    runs = [_gluon_backward(*args, "bhld", causal, ds_registers=ds_registers, kv_registers=kv_registers)
+            for ds_registers, kv_registers in variants]
     for (ds_registers, kv_registers), run in zip(variants[1:], runs[1:], strict=True):
         tag = f"ds_registers={ds_registers} kv_registers={kv_registers}"
         assert torch.equal(run[1], runs[0][1]) and torch.equal(run[2], runs[0][2]), tag
         assert rel_err(run[0], runs[0][0]) < 1e-3, tag
     with pytest.raises(ValueError, match="kv_registers needs ds_registers"):
-        attention_bwd_ws.backward(do, q, k, v, out, lse, *runs[0], dims, "bhld", causal, d ** -0.5,
-                                  ds_registers=False, kv_registers=True)
+        _gluon_backward(*args, "bhld", causal, ds_registers=False, kv_registers=True)
 
 
 @pytest.mark.parametrize(("n_heads", "n_tail", "n_kb", "ahead"), [
@@ -337,23 +352,9 @@ def test_gluon_backward_prepares_later_heads_gpu(b, hq, hk, lq, lk, d, causal, g
     bit for bit as the pre-pass for every head and dq within its adds' order, eagerly and replayed from a CUDA graph
     (the perf fixture's timer captures); the count buffer is zeroed on every call."""
     _needs_gluon()
-    q, k, v, do, out, lse = _problem(b, hq, hk, lq, lk, d, causal, "bhld", torch.bfloat16, "cuda", gen)
-    dims = check_dims(q, k, v, "bhld", attention.HEAD_DIMS)
-    runs = []
-    for prep in (False, True, True):
-        grads = [_nan(t.shape, t.dtype, t.device) for t in (q, k, v)]
-        assert attention_bwd_ws.backward(do, q, k, v, out, lse, *grads, dims, "bhld", causal, d ** -0.5, prep=prep)
-        runs.append(grads)
-    grads = [_nan(t.shape, t.dtype, t.device) for t in (q, k, v)]
-    run = functools.partial(attention_bwd_ws.backward, do, q, k, v, out, lse, *grads, dims, "bhld", causal,
-                            d ** -0.5, prep=True)
-    graph = _captured(run)
-    for t in grads:
-        t.fill_(float("nan"))
-    for _ in range(3):
-        graph.replay()
-    torch.cuda.synchronize()
-    runs.append(grads)
+    args = _problem(b, hq, hk, lq, lk, d, causal, "bhld", torch.bfloat16, "cuda", gen)
+    runs = [_gluon_backward(*args, "bhld", causal, prep=prep) for prep in (False, True, True)]
+    runs.append(_gluon_backward(*args, "bhld", causal, replays=3, prep=True))
     for i, got in enumerate(runs[1:], start=1):
         assert torch.equal(got[1], runs[0][1]) and torch.equal(got[2], runs[0][2]), i
         assert rel_err(got[0], runs[0][0]) < 1e-3, i
@@ -391,31 +392,15 @@ def test_gluon_backward_light_barriers_bitwise_gpu(b, hq, hk, lq, lk, d, causal,
     _needs_gluon()
     if attention_bwd_ws.LIGHT_ERROR is not None:
         pytest.skip(f"the light build is off here: {attention_bwd_ws.LIGHT_ERROR}")
-    q, k, v, do, out, lse = _problem(b, hq, hk, lq, lk, d, causal, layout, dtype, "cuda", gen)
-    dims = check_dims(q, k, v, layout, attention.HEAD_DIMS)
+    args = _problem(b, hq, hk, lq, lk, d, causal, layout, dtype, "cuda", gen)
     attention_bwd_ws.attn_bwd_ws.device_caches.clear()  # the builds below only: this test's two
-    runs = []
-    for light in (False, True):
-        grads = [_nan(t.shape, t.dtype, t.device) for t in (q, k, v)]
-        assert attention_bwd_ws.backward(do, q, k, v, out, lse, *grads, dims, layout, causal, d ** -0.5,
-                                         light=light)
-        runs.append(grads)
-    grads = [_nan(t.shape, t.dtype, t.device) for t in (q, k, v)]
-    graph = _captured(functools.partial(attention_bwd_ws.backward, do, q, k, v, out, lse, *grads, dims, layout,
-                                        causal, d ** -0.5, light=True))
-    for t in grads:
-        t.fill_(float("nan"))
-    graph.replay()
-    torch.cuda.synchronize()
-    runs.append(grads)
+    runs = [_gluon_backward(*args, layout, causal, light=light) for light in (False, True)]
+    runs.append(_gluon_backward(*args, layout, causal, replays=1, light=True))
     tag = f"seed={gen.initial_seed()} {layout} {dtype} causal={causal} d={d}"
     for got in runs[1:]:
         assert torch.equal(got[1], runs[0][1]) and torch.equal(got[2], runs[0][2]), tag
         assert rel_err(got[0], runs[0][0]) < 1e-3, tag
-    ref = _grads("triton", q, k, v, do, out, lse, causal, layout)
+    ref = _grads("triton", *args, causal, layout)
     for name, g, r in zip(("dq", "dk", "dv"), runs[1], ref, strict=True):
         assert rel_err(g, r) < BWD_TOL[dtype] / 2, f"{name} vs the 2-kernel scheme: {tag}"
-    marks = [_ptx_barriers.removed(kern.asm["ptx"]) for cache in attention_bwd_ws.attn_bwd_ws.device_caches.values()
-             for kern in cache[0].values()]
-    light = [n for n in marks if n is not None]
-    assert len(marks) == 2 and len(light) == 1 and light[0] > 0, marks
+    _assert_one_light_build_of_two(attention_bwd_ws.attn_bwd_ws)
