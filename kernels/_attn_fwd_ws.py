@@ -321,6 +321,20 @@ def _perm_key(j):
     return (j & ~15) | (((j >> 1) & 3) << 2) | (((j >> 3) & 1) << 1) | (j & 1)
 
 
+# ROWSUM_MMA == ROWSUM_CODES (fp8 with K read permuted; attention_ws.forward's fast_exp): P's e4m3 code straight
+# from the score, without an exponential: 2^x * 2^8 (x = s * scale - m <= 0, m a multiple of 1/8) has the e4m3 code
+# 8 x + 120 when the mantissa's bits are read as linear in the exponent's fraction (1 + f for 2^f, up to 6.1 % high);
+# one FMA adds it to 1.5 * 2^23, whose unit in the last place is 1, so the float's low byte is the code rounded to the
+# nearest: the value within -4.2 / +10.8 % of 2^x for x >= -14 (exact rounding: +-6.25 %), 4.0 % high on average;
+# codes below 0 (P under 2^-15 of the row's maximum) are clamped to 0.  The row sums are those P (a wgmma by a tile of
+# ones, a fresh accumulator each tile, added in fp32), so the output's normalisation matches its products; the lse
+# takes out the 2^8 and the average 4.0 % (tests/kernels/test_attention.py checks these figures).
+ROWSUM_CODES = gl.constexpr(2)
+EXP_MAGIC = gl.constexpr(12582912.0 + 120.0)
+EXP_FLOOR = gl.constexpr(12582912.0)
+EXP_LSE_BIAS = gl.constexpr(8.0 + 0.05755)  # log2(2^8 * 1.0407): 1.0407 = the mean of (1 + f) / 2^f over f in [0, 1)
+
+
 @gluon.jit
 def _softmax(s, m_i, l_i, rows, start_n, LK, diag, qk_scale, p_layout: gl.constexpr, BLOCK_N: gl.constexpr,
              MASKED: gl.constexpr, CAUSAL: gl.constexpr, dtype: gl.constexpr, PERM_K: gl.constexpr,
@@ -340,19 +354,31 @@ def _softmax(s, m_i, l_i, rows, start_n, LK, diag, qk_scale, p_layout: gl.conste
         if CAUSAL:
             keep = keep & (gl.expand_dims(rows, 1) + diag >= gl.expand_dims(cols, 0))
         s = gl.where(keep, s * qk_scale, float("-inf"))
-        m_new = gl.maximum(m_i, gl.max(s, 1))
+        if ROWSUM_MMA == ROWSUM_CODES:
+            m_new = gl.maximum(m_i, gl.ceil(gl.max(s, 1) * 8.0) * 0.125)
+        else:
+            m_new = gl.maximum(m_i, gl.max(s, 1))
         m_use = gl.where(m_new == float("-inf"), 0.0, m_new)  # no key yet: p = 0, alpha finite
-        p = gl.exp2(s - gl.expand_dims(m_use, 1))
+        if ROWSUM_MMA == ROWSUM_CODES:
+            p = gl.maximum(s * 8.0 + gl.expand_dims(EXP_MAGIC - 8.0 * m_use, 1), EXP_FLOOR)
+        else:
+            p = gl.exp2(s - gl.expand_dims(m_use, 1))
     else:  # the scale fused into the exponent; MASK_BOUND first masks, so a tile keeping every key gets these bits
         if MASKED == MASK_BOUND:  # one compare a score, against its row's key bound (the columns are constants)
             gl.static_assert(CAUSAL, "MASK_BOUND is for the short causal configs (_mask_kind)")
             lim = gl.minimum(rows + (diag + 1 - start_n), LK - start_n)
             s = gl.where(gl.expand_dims(cols, 0) < gl.expand_dims(lim, 1), s, float("-inf"))
-        m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
+        if ROWSUM_MMA == ROWSUM_CODES:  # the maximum rounded up to a multiple of 1/8: the codes' bias is exact
+            m_new = gl.maximum(m_i, gl.ceil(gl.max(s, 1) * (8.0 * qk_scale)) * 0.125)
+        else:
+            m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
         m_use = m_new
         if MASKED == MASK_BOUND:  # a row with no key yet: p = 0, alpha finite
             m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
-        p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))
+        if ROWSUM_MMA == ROWSUM_CODES:
+            p = gl.maximum(s * (8.0 * qk_scale) + gl.expand_dims(EXP_MAGIC - 8.0 * m_use, 1), EXP_FLOOR)
+        else:
+            p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))
     alpha = gl.exp2(m_i - m_use)
     if not ROWSUM_MMA:
         l_i = l_i * alpha + gl.sum(p, 1)
@@ -376,12 +402,29 @@ def _packs_p(dtype, perm_k):
 
 
 @gluon.jit
-def _carried_p(p, dtype: gl.constexpr, PERM_K: gl.constexpr):
+def _carried_p(p, dtype: gl.constexpr, PERM_K: gl.constexpr, ROWSUM_MMA: gl.constexpr = False):
     """P as carried to the next step's P·V wgmma: packed by :func:`_pack_p` where :func:`_packs_p`."""
     if _packs_p(dtype, PERM_K):
-        return _pack_p(p)
+        if ROWSUM_MMA == ROWSUM_CODES:
+            return _pack_codes(p)
+        else:
+            return _pack_p(p)
     else:
+        gl.static_assert(ROWSUM_MMA != ROWSUM_CODES, "P's codes are carried packed")
         return p
+
+
+@gluon.jit
+def _pack_codes(p):
+    """ROWSUM_CODES: the low bytes of four floats [rows, n] (their e4m3 codes) -> int32 [rows, n / 4], as
+    :func:`_pack_p` (three byte permutes a word)."""
+    R: gl.constexpr = p.shape[0]
+    N: gl.constexpr = p.shape[1]
+    w = gl.inline_asm_elementwise(
+        "{ .reg .b32 a, b; prmt.b32 a, $4, $5, 0x0040; prmt.b32 b, $6, $7, 0x0040; prmt.b32 $0, a, b, 0x5410; "
+        "mov.b32 $1, $0; mov.b32 $2, $0; mov.b32 $3, $0; }",
+        "=r,=r,=r,=r,r,r,r,r", [p], dtype=gl.int32, is_pure=True, pack=4)
+    return gl.reduce(w.reshape([R, N // 4, 4]), 2, _first)
 
 
 @gluon.jit
@@ -445,7 +488,10 @@ def _v_tile(v_bufs, s, V_T: gl.constexpr):
 def _pv(p_op, v_tile, o, l_i, ones, ROWSUM_MMA: gl.constexpr):
     """Issue O += P·V (asynchronous), with ``ROWSUM_MMA`` after l += P·ones (so that waiting for all groups but
     one leaves only the P·V in flight): (O's token, l's token, or l unchanged)."""
-    if ROWSUM_MMA:
+    if ROWSUM_MMA == ROWSUM_CODES:  # this tile's sums alone (fp8 wgmma accumulates with less than fp32 precision)
+        l_i = warpgroup_mma(p_op, ones.permute((1, 0)), gl.zeros_like(l_i),
+                            use_acc=False, is_async=True)
+    elif ROWSUM_MMA:
         l_i = warpgroup_mma(p_op, ones.permute((1, 0)), l_i, is_async=True)
     return warpgroup_mma(p_op, v_tile, o, is_async=True), l_i
 
@@ -467,7 +513,10 @@ def _steps(o, p, m_i, l_i, j0, g0, lo, hi, n_last, sm, which: gl.constexpr, qi, 
         o_tok, l_tok = _pv(_p_operand(p, sm.q.dtype, p_layout, PERM_K), _v_tile(sm.v, prev, V_T), o, l_i,
                            sm.ones.index(which), ROWSUM_MMA)
         _turn_pass(sm, which, NC, PINGPONG)
-        if ROWSUM_MMA:
+        if ROWSUM_MMA == ROWSUM_CODES:
+            s, l_t = warpgroup_mma_wait(1, deps=(s_tok, l_tok))
+            l_i = l_i + l_t
+        elif ROWSUM_MMA:
             s, l_i = warpgroup_mma_wait(1, deps=(s_tok, l_tok))
         else:
             s = warpgroup_mma_wait(1, deps=(s_tok,))
@@ -478,7 +527,7 @@ def _steps(o, p, m_i, l_i, j0, g0, lo, hi, n_last, sm, which: gl.constexpr, qi, 
                                       MASKED, CAUSAL, sm.q.dtype, PERM_K, ROWSUM_MMA)
         o = warpgroup_mma_wait(0, deps=(o_tok,))
         mbarrier.arrive(sm.v_empty.index(prev), count=1)
-        p = _carried_p(p, sm.q.dtype, PERM_K)  # after the wait: P_{n-1}'s registers are free
+        p = _carried_p(p, sm.q.dtype, PERM_K, ROWSUM_MMA)  # after the wait: P_{n-1}'s registers are free
         o = o * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
         if ROWSUM_MMA:
             l_i = l_i * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, l_i.type.layout)), 1)
@@ -586,7 +635,7 @@ def _consume_item(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_sc
         else:  # diagonal, ragged tail, or no key at all for some rows
             p, _alpha0, m_i, l_i = _softmax(s, m_i, l_i, rows, 0, LK, diag, qk_scale, p_layout, BLOCK_N, MASK,
                                             CAUSAL, dtype, pb.PERM_K, ROWSUM_MMA)
-        p = _carried_p(p, dtype, pb.PERM_K)
+        p = _carried_p(p, dtype, pb.PERM_K, ROWSUM_MMA)
         if not ONE_LOOP:
             o, p, m_i, l_i = _steps(o, p, m_i, l_i, j0, g0, 1, n_full, n_own, sm, which, qi, s_zero, rows, LK,
                                     diag, qk_scale, o_layout, p_layout, BLOCK_N, STAGES, UNMASKED, CAUSAL, V_T,
@@ -602,6 +651,8 @@ def _consume_item(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_sc
         _turn_pass(sm, which, NC, PINGPONG)
         if ROWSUM_MMA:
             o, l_acc = warpgroup_mma_wait(0, deps=(o_tok, l_tok))
+            if ROWSUM_MMA == ROWSUM_CODES:
+                l_acc = l_i + l_acc
             l_i = gl.convert_layout(gl.max(l_acc, 1), row_layout)  # its 8 columns are equal
         else:
             o = warpgroup_mma_wait(0, deps=(o_tok,))
@@ -611,7 +662,10 @@ def _consume_item(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_sc
 
         empty = l_i == 0.0
         l_safe = gl.where(empty, 1.0, l_i)
-        lse = gl.where(empty, float("inf"), (m_i + gl.log2(l_safe)) * 0.6931471805599453)
+        if ROWSUM_MMA == ROWSUM_CODES:  # P carried 2^8 and, on average, 4 % high
+            lse = gl.where(empty, float("inf"), (m_i + gl.log2(l_safe) - EXP_LSE_BIAS) * 0.6931471805599453)
+        else:
+            lse = gl.where(empty, float("inf"), (m_i + gl.log2(l_safe)) * 0.6931471805599453)
         if pb.SHIFT:  # rows before row 0 too: one unsigned compare
             gl.store(LSE + bh.to(gl.int64) * LQ + rows, lse, mask=rows.to(gl.uint32) < LQ.to(gl.uint32))
         else:
@@ -679,26 +733,27 @@ def attn_fwd_ws(q_desc, k_desc, v_desc, o_desc, LSE, HQ, GROUP, LQ, LK, n_items,
                 PERM_K: gl.constexpr, ROWSUM_MMA: gl.constexpr = False, Q_BUFS: gl.constexpr = 1,
                 ONE_LOOP: gl.constexpr = False, LPT: gl.constexpr = False, SHIFT: gl.constexpr = False,
                 DYNAMIC: gl.constexpr = False, LIGHT_PTX: gl.constexpr = 0):
-    """q/k/o_desc: host tensor descriptors over (B, H, L, HEAD_DIM) with [1, 1, rows, BLOCK_D] boxes (64 rows
-    for q and o, BLOCK_N for k); v_desc the same as k's, or with ``V_T`` over (B, H, HEAD_DIM, L) with
-    [1, 1, BLOCK_D, BLOCK_N] boxes (V stored position-contiguous: required for fp8).  Q/K/V fp16, bf16 or
-    fp8 e4m3 (P is rounded to their type for the P·V product); the output of o_desc's type (fp8 inputs: bf16,
-    fp16 or fp32) is multiplied by ``o_scale`` (the fp8 V descale; 1.0 otherwise).  LSE (B, HQ, LQ) float32;
-    NC consumer warpgroups; ``n_items`` work items over the grid: cdiv(LQ, NC * 64) row blocks per batch·head,
-    or cdiv(that, 2) pairs of them when causal; with ``LPT`` (causal, one program an item) the first
-    ``n_pair_items`` are such pairs and the rest the last ``lpt_heads`` batch·heads' row blocks singly, heaviest
-    first across those heads (the hardware hands programs to SMs in order: a longest-first schedule for the tail of
-    the grid; else the two are ignored).  ``ROWSUM_MMA``: the softmax's row sums by wgmma
-    (``Problem.ROWSUM_MMA``).  ``Q_BUFS``: Q buffers a consumer; with two the loader loads the next row block's Q,
-    then its first K/V tiles, while the consumers still work on the current one, instead of waiting for their last
-    score product of it (32 KB more shared memory at BLOCK_D 128).  ``ONE_LOOP``: ``Problem.ONE_LOOP`` (the short
-    causal configs only).  ``SHIFT`` (causal only): the row blocks start at ``row0`` (``Problem.SHIFT``).
-    ``DYNAMIC``: the grid is persistent and its programs take their items in order from a grid-wide ticket, TICKET
-    (int32 [2], zero before the launch and again after it: the program that finishes last resets it), so the items,
-    in their order (pairs, then LPT's single row blocks heaviest first), go to whichever program is free: a list
-    schedule without a program's start and end per item; else TICKET is not read.  ``LIGHT_PTX`` (non-zero: the
-    version of ``kernels/_ptx_barriers.py``, whose rewrite then builds this kernel through ``attention_ws``): the
-    consumers' warpgroup barriers before their slot releases and mbarrier waits removed from the PTX."""
+    """q/k/o_desc: host tensor descriptors over (B, H, L, HEAD_DIM) with [1, 1, rows, BLOCK_D] boxes (64 rows for q and
+    o, BLOCK_N for k); v_desc the same as k's, or with ``V_T`` over (B, H, HEAD_DIM, L) with [1, 1, BLOCK_D,
+    BLOCK_N] boxes (V stored position-contiguous: required for fp8).  Q/K/V fp16, bf16 or fp8 e4m3 (P is rounded to
+    their type for the P·V product); the output of o_desc's type (fp8 inputs: bf16, fp16 or fp32) is multiplied by
+    ``o_scale`` (the fp8 V descale; 1.0 otherwise).  LSE (B, HQ, LQ) float32; NC consumer warpgroups; ``n_items``
+    work items over the grid: cdiv(LQ, NC * 64) row blocks per batch·head, or cdiv(that, 2) pairs of them when
+    causal; with ``LPT`` (causal, one program an item) the first ``n_pair_items`` are such pairs and the rest the
+    last ``lpt_heads`` batch·heads' row blocks singly, heaviest first across those heads (the hardware hands
+    programs to SMs in order: a longest-first schedule for the tail of the grid; else the two are ignored).
+    ``ROWSUM_MMA``: the softmax's row sums by wgmma (``Problem.ROWSUM_MMA``), or ``ROWSUM_CODES`` (fp8 with
+    ``PERM_K``): P's e4m3 codes without exponentials, its row sums by wgmma a tile at a time added in fp32.
+    ``Q_BUFS``: Q buffers a consumer; with two the loader loads the next row block's Q, then its first K/V tiles,
+    while the consumers still work on the current one, instead of waiting for their last score product of it (32 KB
+    more shared memory at BLOCK_D 128).  ``ONE_LOOP``: ``Problem.ONE_LOOP`` (the short causal configs only).
+    ``SHIFT`` (causal only): the row blocks start at ``row0`` (``Problem.SHIFT``). ``DYNAMIC``: the grid is
+    persistent and its programs take their items in order from a grid-wide ticket, TICKET (int32 [2], zero before
+    the launch and again after it: the program that finishes last resets it), so the items, in their order (pairs,
+    then LPT's single row blocks heaviest first), go to whichever program is free: a list schedule without a
+    program's start and end per item; else TICKET is not read.  ``LIGHT_PTX`` (non-zero: the version of
+    ``kernels/_ptx_barriers.py``, whose rewrite then builds this kernel through ``attention_ws``): the consumers'
+    warpgroup barriers before their slot releases and mbarrier waits removed from the PTX."""
     dtype: gl.constexpr = q_desc.dtype
     BLOCK_D: gl.constexpr = q_desc.block_type.shape[3]
     # to_tensor: Triton passes integer arguments equal to 1 as constants

@@ -54,6 +54,7 @@ ENABLED = True
 # fp8: read K with its keys permuted in shared memory where its strides allow (_permuted_k_descriptor), so P
 # reaches the P·V wgmma without an exchange between threads (kernels/NOTES.md, session 8)
 PERMUTE_K = True
+ROWSUM_CODES = 2  # the kernel's ROWSUM_MMA for fp8 P's e4m3 codes without exponentials (_attn_fwd_ws.ROWSUM_CODES)
 ROWS = 64  # query rows per consumer warpgroup (the kernel's _attn_fwd_ws.ROWS)
 MAX_HEAD_DIM = 128
 # (BLOCK_D, causal) -> (BLOCK_N, STAGES, consumer warpgroups, persistent, ping-pong): K and V tiles of BLOCK_N
@@ -189,7 +190,9 @@ def rowsum_mma(fp8: bool, consumers: int) -> bool:
     its late terms as it grows; the output, normalised by it, missed the fp64 reference by 6.2e-2 at 4096 keys and
     3.2e-1 at 16384 (the FADD sums: 2.6e-2 / 2.7e-2).  Nor summed one key tile at a time into a zeroed accumulator
     and added in fp32 (session 22, call 1): the output then matched the FADDs' (2.6e-2), 0-2.4 % faster at d128
-    (5 % at d64), but the lse stayed 0.7-1.8e-2 off the fp64 reference (the FADDs': 1e-4 to 6e-4)."""
+    (5 % at d64), but the lse stayed 0.7-1.8e-2 off the fp64 reference (the FADDs': 1e-4 to 6e-4).  (fp8 with
+    :func:`forward`'s ``fast_exp`` takes them so, a tile at a time from P's codes, ``ROWSUM_CODES``: there the
+    exponentials they save pay, session 33.)"""
     return not fp8 and consumers >= 3
 
 
@@ -384,13 +387,15 @@ def work_items(dims: AttnDims, causal: bool, consumers: int, lpt: int = 0) -> tu
 
 
 def forward(q, k, v, out, lse, dims: AttnDims, layout: str, causal: bool, qk_scale: float,
-            config: Config | None = None, *, o_scale: float = 1.0) -> bool:
+            config: Config | None = None, *, o_scale: float = 1.0, fast_exp: bool = False) -> bool:
     """Launch the Gluon forward; False (nothing written) when the kernel cannot be built here.
 
     fp8 inputs (given :func:`eligible_fp8`) read v position-contiguous and scale the output by ``o_scale``
     (v's descale), and K through the permuted rank-5 view (:func:`_permuted_k_descriptor`, ``PERMUTE_K``) where k
     allows it.  ``config`` = (BLOCK_N, STAGES, consumers, persistent, ping-pong) overrides :func:`default_config`
-    (``CONFIGS`` / ``FP8_CONFIGS``, ``SHORT_CAUSAL_CONFIGS``, ``TWO_CONSUMER_CONFIGS``)."""
+    (``CONFIGS`` / ``FP8_CONFIGS``, ``SHORT_CAUSAL_CONFIGS``, ``TWO_CONSUMER_CONFIGS``).  ``fast_exp`` (fp8 with K
+    read permuted): P's e4m3 codes from the scores without exponentials and its row sums by wgmma
+    (``ROWSUM_CODES``); elsewhere ignored."""
     fp8 = q.dtype == torch.float8_e4m3fn
     permuted = fp8 and PERMUTE_K and k_permutable(k, layout, dims)
     config = tuple(config or default_config(dims, causal, fp8, permuted))
@@ -409,6 +414,8 @@ def forward(q, k, v, out, lse, dims: AttnDims, layout: str, causal: bool, qk_sca
     grid = (min(n_items, sms) if persistent or dynamic else n_items,)
     ticket = arrival_counters(_TICKETS, q.device, 2) if dynamic else lse  # (not read without DYNAMIC)
     rowsum = rowsum_mma(fp8, consumers)
+    if fast_exp and fp8 and k_desc is not None:  # P's e4m3 codes without exponentials (kernels/NOTES.md, s33)
+        rowsum = ROWSUM_CODES
     q_bufs = q_buffers(padded_dim(d), causal, fp8, dims.len_k, config, rowsum)
     row0 = first_row(dims, causal, config)
     light = light_barriers(dims, causal, fp8, config)

@@ -20,6 +20,16 @@
 # call4: the fp8 forward's configs on an H200 (they were chosen on H100s): stages, ping-pong turns and the grid
 #        around FP8_CONFIGS at head dim 128, L4096 and L16384 without a mask and L4096 causal (the suite's shapes),
 #        beside our bf16 forward on random bf16 data, graph-timed in turns (best of 4 rounds).
+# call5: the fp8 forward's P as e4m3 codes without exponentials (EXP_BITS, kernels/_attn_fwd_ws.py ROWSUM_MMA == 2:
+#        one FMA onto 1.5 * 2^23 gives the code 8 x + 120 of 2^(x + 8) in the float's low byte, a clamp, three byte
+#        permutes a word; row sums by wgmma a tile at a time): errors against the fp64 reference of the dequantised
+#        inputs (output and lse) beside the shipped kernel's at ragged shapes, then graph-timed in turns (best of 4
+#        rounds) against the shipped kernel and our bf16 forward at the suite's fp8 shapes and d64, L16384, L512.
+# call6: the fp8 GPU tests on the tree with fast_exp (the default of attention_forward_fp8 since this session; the
+#        exact path's rows pass fast_exp=False) and the maxima-growing rows.
+# call7: the flash rows of the kernel suite (tests/perf/test_flash.py: fp8 now with fast_exp), their table, and the
+#        H200 baseline's two fp8 entries re-made from two runs.
+# call8: call 4's config sweep with fast_exp (P's codes), as the shipped default now runs it.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -171,6 +181,7 @@ from kernels import attention, attention_ws, tune_cases
 from kernels._checks import LOG2E
 
 ROUNDS = int(sys.argv[1])
+FAST = len(sys.argv) > 2 and sys.argv[2] == "fast"
 for seq, b, causal in [(4096, 4, False), (4096, 4, True), (16384, 1, False)]:
     (q, k, v), (q8, k8, v8, sq, sk, sv) = tune_cases.fp8_inputs(b, 16, seq, 128, vt=True)
     dims = attention.check_attention(q8, k8, v8, "bhld", attention.HEAD_DIMS, dtypes=attention.FP8_DTYPES)
@@ -183,7 +194,7 @@ for seq, b, causal in [(4096, 4, False), (4096, 4, True), (16384, 1, False)]:
     for cfg in cfgs:
         def fn(cfg=cfg):
             assert attention_ws.forward(q8, k8, v8, out, lse, dims, "bhld", causal, 128 ** -0.5 * LOG2E * sq * sk,
-                                        tuple(cfg), o_scale=sv)
+                                        tuple(cfg), o_scale=sv, fast_exp=FAST)
             return out
         try:
             got = fn().clone()
@@ -201,6 +212,56 @@ for seq, b, causal in [(4096, 4, False), (4096, 4, True), (16384, 1, False)]:
             print(f"   {name:48s} {ms * 1e3:8.1f} us  {t['bf16-ours'] / ms:.3f}x our bf16", flush=True)
 PY
 
+cat > /tmp/s33/fp8_bits.py <<'PY'
+import sys
+
+import torch
+
+from kernels import attention, attention_ws, tune_cases
+from kernels.attention import attention_forward_fp8, quantize_fp8
+from kernels.reference import attention_fp32, rel_err
+
+ROUNDS = int(sys.argv[1])
+
+
+def run(flag, q8, k8, v8, sq, sk, sv, causal, lse=None):
+    was = attention_ws.EXP_BITS
+    attention_ws.EXP_BITS = flag
+    try:
+        return attention_forward_fp8(q8, k8, v8, sq, sk, sv, causal, impl="gluon", lse=lse)
+    finally:
+        attention_ws.EXP_BITS = was
+
+
+torch.manual_seed(0)
+for b, h, lq, lk, d, causal in [(1, 2, 37, 48, 128, False), (2, 4, 1000, 1008, 128, True), (1, 4, 4096, 4096, 128, False),
+                                (1, 2, 16384, 16384, 128, False), (2, 4, 1000, 1536, 64, True), (1, 4, 4096, 4096, 64, False),
+                                (1, 2, 300, 4000, 128, False)]:
+    q, k, v = (torch.randn(b, h, n, d, device="cuda") for n in (lq, lk, lk))
+    (q8, sq), (k8, sk), (v8, sv) = (quantize_fp8(t) for t in (q, k, v))
+    v8 = v8.transpose(2, 3).contiguous().transpose(2, 3)
+    deq = [t.to(torch.float64) * s for t, s in ((q8, sq), (k8, sk), (v8, sv))]
+    ref, ref_lse = attention_fp32(*deq, causal, None, "bhld", dtype=torch.float64)
+    line = f"check b{b} h{h} lq{lq} lk{lk} d{d} causal={causal}:"
+    for flag in (False, True):
+        lse = torch.full((b, h, lq), float("nan"), device="cuda")
+        out, _ = run(flag, q8, k8, v8, sq, sk, sv, causal, lse)
+        fin = torch.isfinite(ref_lse)
+        lerr = (lse[fin].double() - ref_lse[fin]).abs().max().item()
+        line += f" {'bits' if flag else 'exp2'}: out err {rel_err(out, ref):.2e} lse err {lerr:.2e};"
+    print(line, flush=True)
+
+for seq, b, d, causal in [(4096, 4, 128, False), (4096, 4, 128, True), (16384, 1, 128, False), (512, 32, 128, False),
+                          (4096, 4, 64, False)]:
+    (q, k, v), (q8, k8, v8, sq, sk, sv) = tune_cases.fp8_inputs(b, 16, seq, d, vt=True)
+    fns = {"bf16-ours": lambda: attention.attention_forward(q, k, v, causal),
+           "fp8 exp2": lambda: run(False, q8, k8, v8, sq, sk, sv, causal),
+           "fp8 bits": lambda: run(True, q8, k8, v8, sq, sk, sv, causal)}
+    t = tune_cases.in_turns(fns, ROUNDS)
+    print(f"b{b} h16 L{seq} d{d} {'causal' if causal else 'full'}: " + ", ".join(
+        f"{n} {ms * 1e3:.1f} us ({t['bf16-ours'] / ms:.3f}x our bf16)" for n, ms in t.items()), flush=True)
+PY
+
 case $CALL in
   call1)
     timeout 400 python3 /tmp/s33/dec_pf.py 5 2>&1 | tee "${LOG}_dec_pf.log"
@@ -213,6 +274,25 @@ case $CALL in
     ;;
   call4)
     timeout 500 python3 /tmp/s33/fp8_cfg.py 4 2>&1 | tee "${LOG}_fp8_cfg.log"
+    ;;
+  call5)
+    timeout 500 python3 /tmp/s33/fp8_bits.py 4 2>&1 | tee "${LOG}_fp8_bits.log"
+    ;;
+  call6)
+    timeout 420 python3 -m pytest tests/kernels/test_attention.py -m gpu -q -p no:cacheprovider -n 8 \
+      -k "fp8 or maxima or fast_exp" 2>&1 | tail -6 | tee "${LOG}_gpu_tests_fp8.log"
+    ;;
+  call7)
+    source kernels/device_lib.sh
+    install_perfci
+    timeout 300 python3 -m pytest tests/perf/test_flash.py -q -p no:cacheprovider --benchmark-json="$OUT/perf.json" \
+      > "${LOG}_perf_flash.log" 2>&1
+    echo "perf flash rc=$?"; tail -3 "${LOG}_perf_flash.log"
+    [ -f "$OUT/perf.json" ] && python3 -m kernels.tune --perf-json "$OUT/perf.json" | tee "${LOG}_perf_flash_table.txt"
+    baseline_update "test_flash_forward_fp8" fp8
+    ;;
+  call8)
+    timeout 500 python3 /tmp/s33/fp8_cfg.py 4 fast 2>&1 | tee "${LOG}_fp8_cfg_fast.log"
     ;;
   *) echo "unknown call $CALL"; exit 2 ;;
 esac
