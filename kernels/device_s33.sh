@@ -30,6 +30,8 @@
 # call7: the flash rows of the kernel suite (tests/perf/test_flash.py: fp8 now with fast_exp), their table, and the
 #        H200 baseline's two fp8 entries re-made from two runs.
 # call8: call 4's config sweep with fast_exp (P's codes), as the shipped default now runs it.
+# call9: on the commit: `kernels.tune_ws check --fp8` (each case with exponentials and with fast_exp) and call 6's GPU
+#        tests again.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -293,6 +295,11 @@ case $CALL in
     ;;
   call8)
     timeout 500 python3 /tmp/s33/fp8_cfg.py 4 fast 2>&1 | tee "${LOG}_fp8_cfg_fast.log"
+    ;;
+  call9)
+    timeout 200 python3 -m kernels.tune_ws check --fp8 2>&1 | tail -12 | tee "${LOG}_tune_ws_check_fp8.log"
+    timeout 300 python3 -m pytest tests/kernels/test_attention.py -m gpu -q -p no:cacheprovider -n 8 \
+      -k "fp8 or maxima or fast_exp" 2>&1 | tail -4 | tee "${LOG}_gpu_tests_fp8.log"
     ;;
   *) echo "unknown call $CALL"; exit 2 ;;
 esac
