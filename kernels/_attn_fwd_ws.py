@@ -336,6 +336,20 @@ EXP_LSE_BIAS = gl.constexpr(8.0 + 0.05755)  # log2(2^8 * 1.0407): 1.0407 = the m
 
 
 @gluon.jit
+def _max_eighths(m_i, max8):
+    """ROWSUM_CODES: the running row maximum with a tile's, ``max8`` (8x its scaled scores' maximum), rounded up to a
+    multiple of 1/8, so that the codes' bias is an exact float."""
+    return gl.maximum(m_i, gl.ceil(max8) * 0.125)
+
+
+@gluon.jit
+def _codes(x8, m_use):
+    """ROWSUM_CODES: P's e4m3 codes in the floats' low bytes from ``x8`` (8x the scaled scores) against the row
+    maximum ``m_use``, clamped at code 0."""
+    return gl.maximum(x8 + gl.expand_dims(EXP_MAGIC - 8.0 * m_use, 1), EXP_FLOOR)
+
+
+@gluon.jit
 def _softmax(s, m_i, l_i, rows, start_n, LK, diag, qk_scale, p_layout: gl.constexpr, BLOCK_N: gl.constexpr,
              MASKED: gl.constexpr, CAUSAL: gl.constexpr, dtype: gl.constexpr, PERM_K: gl.constexpr,
              ROWSUM_MMA: gl.constexpr):
@@ -354,29 +368,24 @@ def _softmax(s, m_i, l_i, rows, start_n, LK, diag, qk_scale, p_layout: gl.conste
         if CAUSAL:
             keep = keep & (gl.expand_dims(rows, 1) + diag >= gl.expand_dims(cols, 0))
         s = gl.where(keep, s * qk_scale, float("-inf"))
-        if ROWSUM_MMA == ROWSUM_CODES:
-            m_new = gl.maximum(m_i, gl.ceil(gl.max(s, 1) * 8.0) * 0.125)
-        else:
-            m_new = gl.maximum(m_i, gl.max(s, 1))
+        codes = ROWSUM_MMA == ROWSUM_CODES
+        m_new = _max_eighths(m_i, gl.max(s, 1) * 8.0) if codes else gl.maximum(m_i, gl.max(s, 1))
         m_use = gl.where(m_new == float("-inf"), 0.0, m_new)  # no key yet: p = 0, alpha finite
-        if ROWSUM_MMA == ROWSUM_CODES:
-            p = gl.maximum(s * 8.0 + gl.expand_dims(EXP_MAGIC - 8.0 * m_use, 1), EXP_FLOOR)
-        else:
-            p = gl.exp2(s - gl.expand_dims(m_use, 1))
+        p = _codes(s * 8.0, m_use) if codes else gl.exp2(s - gl.expand_dims(m_use, 1))
     else:  # the scale fused into the exponent; MASK_BOUND first masks, so a tile keeping every key gets these bits
         if MASKED == MASK_BOUND:  # one compare a score, against its row's key bound (the columns are constants)
             gl.static_assert(CAUSAL, "MASK_BOUND is for the short causal configs (_mask_kind)")
             lim = gl.minimum(rows + (diag + 1 - start_n), LK - start_n)
             s = gl.where(gl.expand_dims(cols, 0) < gl.expand_dims(lim, 1), s, float("-inf"))
-        if ROWSUM_MMA == ROWSUM_CODES:  # the maximum rounded up to a multiple of 1/8: the codes' bias is exact
-            m_new = gl.maximum(m_i, gl.ceil(gl.max(s, 1) * (8.0 * qk_scale)) * 0.125)
+        if ROWSUM_MMA == ROWSUM_CODES:
+            m_new = _max_eighths(m_i, gl.max(s, 1) * (8.0 * qk_scale))
         else:
             m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
         m_use = m_new
         if MASKED == MASK_BOUND:  # a row with no key yet: p = 0, alpha finite
             m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
         if ROWSUM_MMA == ROWSUM_CODES:
-            p = gl.maximum(s * (8.0 * qk_scale) + gl.expand_dims(EXP_MAGIC - 8.0 * m_use, 1), EXP_FLOOR)
+            p = _codes(s * (8.0 * qk_scale), m_use)
         else:
             p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))
     alpha = gl.exp2(m_i - m_use)

@@ -25,9 +25,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kernels._ptx_stage import PLAIN_ARRIVE, PtxRewriteError, compile_through, version
+from kernels._ptx_stage import PLAIN_ARRIVE, PtxRewriteError, async_compiling, compile_through, version
 
-__all__ = ["KINDS", "MARK", "SHIPPED", "VERSION", "PtxRewriteError", "light", "removed", "rewrite_ptx"]
+__all__ = ["KINDS", "MARK", "SHIPPED", "VERSION", "PtxRewriteError", "buildable", "light", "light_error", "removed",
+           "rewrite_ptx"]
 
 VERSION = version(__file__)  # the kernel's LIGHT_PTX constexpr: a changed rewrite compiles anew
 KINDS = ("release", "turn", "wait")
@@ -103,3 +104,18 @@ def light(jit_fn: Any, arg: str) -> None:
     (``attention_ws.light_barriers``, ``attention_bwd_ws.light_barriers``) build without it under Triton's
     asynchronous compile mode, where the compile step would refuse."""
     compile_through(jit_fn, arg, lambda value: value == VERSION, rewrite_ptx)
+
+
+def light_error(jit_fn: Any, arg: str) -> str | None:
+    """:func:`light` ``(jit_fn, arg)``; None where it took, else why not (the hosts' ``LIGHT_ERROR``)."""
+    try:
+        light(jit_fn, arg)
+    except PtxRewriteError as exc:
+        return str(exc)
+    return None
+
+
+def buildable(error: str | None) -> bool:
+    """Whether a ``LIGHT_PTX`` build can be made here: :func:`light_error` gave no ``error``, and Triton's
+    asynchronous compile mode is off (its builds run on other threads, outside the rewrite)."""
+    return error is None and not async_compiling()

@@ -39,7 +39,6 @@ from kernels._checks import (
     sm_count,
     tma_ok,
 )
-from kernels._ptx_stage import async_compiling
 from kernels.attention_ws import descriptor, smem_layout
 
 try:  # the kernel is written against Triton 3.6's Gluon Hopper API
@@ -52,12 +51,8 @@ except Exception as exc:  # an older or newer Triton without the same Gluon API
 else:
     IMPORT_ERROR = None
 
-LIGHT_ERROR: str | None = None  # why the LIGHT_PTX builds are off (this Triton's compile step is not the known one)
-if attn_bwd_ws is not None:
-    try:
-        _ptx_barriers.light(attn_bwd_ws, "LIGHT_PTX")
-    except _ptx_barriers.PtxRewriteError as exc:
-        LIGHT_ERROR = str(exc)
+# why the LIGHT_PTX builds are off (this Triton's compile step is not the known one), or None
+LIGHT_ERROR = _ptx_barriers.light_error(attn_bwd_ws, "LIGHT_PTX") if attn_bwd_ws is not None else None
 
 ENABLED = True
 ROWS = 64  # query rows per step, and keys per consumer warpgroup (the kernel's ROWS)
@@ -124,16 +119,11 @@ _PRE_BM = 64
 _broken: list[str] = []  # the build error, once the kernel failed to build here
 
 
-def _light_buildable() -> bool:
-    """Whether a ``LIGHT_PTX`` build can be made here: this Triton's compile step allows the rewrite, and Triton's
-    asynchronous compile mode is off (its builds run on other threads, outside the rewrite)."""
-    return LIGHT_ERROR is None and not async_compiling()
-
-
 def light_barriers(dims: AttnDims, causal: bool) -> bool:
     """Whether the kernel runs without the consumers' warpgroup barriers before their slot releases (``LIGHT_PTX``):
     at ``LIGHT_BARRIERS``' (head dim, causal) from ``LIGHT_MIN_LEN`` queries, where the build can be made."""
-    return (dims.head_dim, bool(causal)) in LIGHT_BARRIERS and dims.len_q >= LIGHT_MIN_LEN and _light_buildable()
+    return ((dims.head_dim, bool(causal)) in LIGHT_BARRIERS and dims.len_q >= LIGHT_MIN_LEN
+            and _ptx_barriers.buildable(LIGHT_ERROR))
 
 
 def runnable_on(device: torch.device) -> bool:
@@ -204,7 +194,7 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
                               smem_layout(dq_box, torch.float32)))
     sdk, sdv = layout_strides(dk, layout), layout_strides(dv, layout)
     regs, maxnreg = REGISTERS
-    light = light_barriers(dims, causal) if light is None else bool(light) and _light_buildable()
+    light = light_barriers(dims, causal) if light is None else bool(light) and _ptx_barriers.buildable(LIGHT_ERROR)
     try:
         attn_bwd_ws[(n_kb * b * hk,)](
             *descs, lse, delta, dk, dv, sdk[0], sdk[1], sdk[2], sdv[0], sdv[1], sdv[2], hq, hk, dims.group,

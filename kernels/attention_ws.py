@@ -30,7 +30,6 @@ from kernels._checks import (
     sm_count,
     tma_ok,
 )
-from kernels._ptx_stage import async_compiling
 
 try:  # Gluon ships with Triton >= 3.5; its Hopper API is what the kernel is written against (3.6)
     from triton.experimental.gluon import language as gl
@@ -43,12 +42,8 @@ except Exception as exc:  # an older or newer Triton without the same Gluon API
 else:
     IMPORT_ERROR = None
 
-LIGHT_ERROR: str | None = None  # why the LIGHT_PTX builds are off (this Triton's compile step is not the known one)
-if attn_fwd_ws is not None:
-    try:
-        _ptx_barriers.light(attn_fwd_ws, "LIGHT_PTX")
-    except _ptx_barriers.PtxRewriteError as exc:
-        LIGHT_ERROR = str(exc)
+# why the LIGHT_PTX builds are off (this Triton's compile step is not the known one), or None
+LIGHT_ERROR = _ptx_barriers.light_error(attn_fwd_ws, "LIGHT_PTX") if attn_fwd_ws is not None else None
 
 ENABLED = True
 # fp8: read K with its keys permuted in shared memory where its strides allow (_permuted_k_descriptor), so P
@@ -162,9 +157,8 @@ LIGHT_MIN_LEN = 1024  # measured at 512 (-1.5 %) and 1024 (+3.4 %)
 
 def light_barriers(dims: AttnDims, causal: bool, fp8: bool, config: Config) -> bool:
     """Whether the kernel runs without the consumers' warpgroup barriers before mbarrier operations (``LIGHT_PTX``)."""
-    return (LIGHT_BARRIERS and LIGHT_ERROR is None and not fp8 and padded_dim(dims.head_dim) == 128
-            and config[0] == 128 and config[2] == 2 and not config[4] and dims.len_q >= LIGHT_MIN_LEN
-            and not async_compiling())  # (its builds run on other threads, outside the rewrite)
+    return (LIGHT_BARRIERS and not fp8 and padded_dim(dims.head_dim) == 128 and config[0] == 128 and config[2] == 2
+            and not config[4] and dims.len_q >= LIGHT_MIN_LEN and _ptx_barriers.buildable(LIGHT_ERROR))
 
 
 def q_buffers(block_d: int, causal: bool, fp8: bool, len_k: int, config: Config, rowsum: bool) -> int:
@@ -176,9 +170,11 @@ def q_buffers(block_d: int, causal: bool, fp8: bool, len_k: int, config: Config,
     return 2 if two else 1
 
 
-def rowsum_mma(fp8: bool, consumers: int) -> bool:
-    """Whether the kernel takes the softmax's row sums from the tensor cores (its ``ROWSUM_MMA``: P times a tile of
-    ones beside the P·V product, instead of 62 FADDs a thread and step): for 16-bit inputs on three consumers (the
+def rowsum_mma(fp8: bool, consumers: int, codes: bool = False) -> int:
+    """The kernel's ``ROWSUM_MMA``: ``ROWSUM_CODES`` where ``codes`` (fp8 P's e4m3 codes without exponentials,
+    :func:`forward`'s ``fast_exp`` where K is read permuted), else whether the kernel takes the softmax's row sums
+    from the tensor cores (P times a tile of ones beside the P·V product, instead of 62 FADDs a thread and step):
+    for 16-bit inputs on three consumers (the
     default configs give three to head dim 64 without a mask, and with a causal mask from ``LONG_CAUSAL_MIN_LEN``
     queries, where they spill 576 B against 64 B without a mask, offline build, and measured faster than the FADDs:
     session 26, call 2, 1.09 against 1.06x the two-consumer config at L16384).  H100, kernels/NOTES.md
@@ -190,9 +186,10 @@ def rowsum_mma(fp8: bool, consumers: int) -> bool:
     its late terms as it grows; the output, normalised by it, missed the fp64 reference by 6.2e-2 at 4096 keys and
     3.2e-1 at 16384 (the FADD sums: 2.6e-2 / 2.7e-2).  Nor summed one key tile at a time into a zeroed accumulator
     and added in fp32 (session 22, call 1): the output then matched the FADDs' (2.6e-2), 0-2.4 % faster at d128
-    (5 % at d64), but the lse stayed 0.7-1.8e-2 off the fp64 reference (the FADDs': 1e-4 to 6e-4).  (fp8 with
-    :func:`forward`'s ``fast_exp`` takes them so, a tile at a time from P's codes, ``ROWSUM_CODES``: there the
-    exponentials they save pay, session 33.)"""
+    (5 % at d64), but the lse stayed 0.7-1.8e-2 off the fp64 reference (the FADDs': 1e-4 to 6e-4).  (fp8's codes
+    take them so, a tile at a time: there the exponentials they save pay, session 33.)"""
+    if fp8 and codes:
+        return ROWSUM_CODES
     return not fp8 and consumers >= 3
 
 
@@ -413,9 +410,7 @@ def forward(q, k, v, out, lse, dims: AttnDims, layout: str, causal: bool, qk_sca
     dynamic = dynamic_grid(config, lpt)
     grid = (min(n_items, sms) if persistent or dynamic else n_items,)
     ticket = arrival_counters(_TICKETS, q.device, 2) if dynamic else lse  # (not read without DYNAMIC)
-    rowsum = rowsum_mma(fp8, consumers)
-    if fast_exp and fp8 and k_desc is not None:  # P's e4m3 codes without exponentials (kernels/NOTES.md, s33)
-        rowsum = ROWSUM_CODES
+    rowsum = rowsum_mma(fp8, consumers, codes=fast_exp and k_desc is not None)
     q_bufs = q_buffers(padded_dim(d), causal, fp8, dims.len_k, config, rowsum)
     row0 = first_row(dims, causal, config)
     light = light_barriers(dims, causal, fp8, config)

@@ -14,6 +14,7 @@ from kernels._checks import LOG2E, padded_dim, tma_capable
 from kernels._checks import check_attention as check_dims
 from kernels.attention import (
     FP8_DTYPES,
+    FP8_FAST_EXP_LSE_TOL,
     HEAD_DIMS,
     attention_backward,
     attention_forward,
@@ -140,11 +141,6 @@ def test_padded_head_dim_tensor_descriptor_path(d, causal, layout, device, gen):
     check_attention(1, 2, 1, 24, 40, d, causal, layout, torch.bfloat16, device, gen, use_tma=True)
 
 
-# fast_exp's lse bound: its row sums are of P's approximate codes (-4.2 / +10.8 %, 4.0 % high on average, taken out):
-# within about 4e-2 on rows of a few keys (H200, kernels/NOTES.md session 33), so 8e-2 here
-FAST_EXP_LSE_TOL = 8e-2
-
-
 def test_fast_exp_codes_are_powers_of_two():
     """The fp8 forward's fast_exp codes (kernels/_attn_fwd_ws.py): the low byte of the fp32 FMA result
     1.5 * 2^23 + 120 + 8 x, clamped at 1.5 * 2^23, read as e4m3, is 2^(x + 8) within -4.2 / +10.8 % for x in
@@ -169,7 +165,7 @@ def test_fast_exp_codes_are_powers_of_two():
 def _fp8_check(b, hq, hk, lq, lk, d, causal, layout, device, gen, v_pos_contig=False, out_dtype=torch.bfloat16,
                ref_dtype=torch.float64, tol=0.1, impl="auto", fast_exp=False):
     """fp8 forward against the attention of the dequantised inputs: lse tight (scales folded right; with
-    ``fast_exp`` within FAST_EXP_LSE_TOL), the output loose (p is rounded to e4m3 for the p·v product, ~3-6 %
+    ``fast_exp`` within FP8_FAST_EXP_LSE_TOL), the output loose (p is rounded to e4m3 for the p·v product, ~3-6 %
     relative error)."""
     q, k, v = (_rand(_shape(b, h, seq, d, layout), torch.float32, device, gen)
                for h, seq in ((hq, lq), (hk, lk), (hk, lk)))
@@ -190,7 +186,7 @@ def _fp8_check(b, hq, hk, lq, lk, d, causal, layout, device, gen, v_pos_contig=F
     assert err < tol, f"fp8 forward rel err {err:.2e}: {tag}"
     fin = torch.isfinite(ref_lse)
     assert torch.equal(torch.isinf(lse), torch.isinf(ref_lse)), tag
-    assert (lse[fin].double() - ref_lse[fin].double()).abs().max().item() < (FAST_EXP_LSE_TOL if fast_exp
+    assert (lse[fin].double() - ref_lse[fin].double()).abs().max().item() < (FP8_FAST_EXP_LSE_TOL if fast_exp
                                                                             else 1e-2), tag
     return err
 
@@ -828,7 +824,8 @@ def test_fp8_forward_gpu(d, causal, v_pos_contig, fast_exp, gen):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("impl", ["gluon", "triton"])
+@pytest.mark.parametrize(("impl", "fast_exp"), [("gluon", False), ("gluon", True), ("triton", False)],
+                         ids=["gluon-exp2", "gluon-fast-exp", "triton"])  # (the Triton kernel has no fast_exp)
 @pytest.mark.parametrize(("b", "hq", "hk", "lq", "lk", "d", "causal", "layout", "out_dtype"), [
     (2, 8, 4, 2048, 2048, 128, True, "bhld", torch.bfloat16),
     (1, 8, 2, 1000, 1536, 128, True, "blhd", torch.float32),
@@ -838,7 +835,6 @@ def test_fp8_forward_gpu(d, causal, v_pos_contig, fast_exp, gen):
     (2, 4, 2, 2100, 2064, 64, False, "bhld", torch.bfloat16),  # three consumers (SHORT_QUERY_MAX_LEN)
     (2, 4, 2, 2100, 2064, 64, False, "blhd", torch.bfloat16),  # K not permutable: two consumers
 ])
-@pytest.mark.parametrize("fast_exp", [False, True], ids=["exp2", "fast-exp"])
 def test_fp8_forward_each_kernel_gpu(impl, fast_exp, b, hq, hk, lq, lk, d, causal, layout, out_dtype, gen):
     """The Gluon and the Triton fp8 forward (v position-contiguous) at ragged shapes: GQA, Lq != Lk both ways,
     both layouts, every output type, with P's exponentials and with its codes (``fast_exp``: the Gluon kernel where
@@ -877,7 +873,7 @@ def test_gluon_forward_maxima_growing_along_keys_gpu(d, causal, fp8, gen):
         tol = FWD_TOL[torch.bfloat16]
     assert torch.isfinite(out).all()
     assert rel_err(out, ref) < tol
-    slack = (FAST_EXP_LSE_TOL if fp8 == "fast_exp" else 2e-2) + (2e-3 * ref_lse.double().abs() if fp8 else 0.0)
+    slack = (FP8_FAST_EXP_LSE_TOL if fp8 == "fast_exp" else 2e-2) + (2e-3 * ref_lse.double().abs() if fp8 else 0.0)
     assert ((lse.double() - ref_lse.double()).abs() < slack).all()
 
 
@@ -885,7 +881,7 @@ def test_gluon_forward_maxima_growing_along_keys_gpu(d, causal, fp8, gen):
 @pytest.mark.parametrize("causal", [False, True])
 def test_fp8_fast_exp_takes_codes_where_k_is_permuted_gpu(causal, gen):
     """fast_exp (the default) runs P's codes where the Gluon kernel reads K permuted (bhld): its output near the
-    exact path's but not the same bits, its lse within FAST_EXP_LSE_TOL; where K is read in key order (blhd, several
+    exact path's but not the same bits, its lse within FP8_FAST_EXP_LSE_TOL; where K is read in key order (blhd, several
     heads) both runs are the exact path, bitwise."""
     _needs_gluon(fp8=True)
     for layout, permuted in (("bhld", True), ("blhd", False)):
@@ -900,7 +896,7 @@ def test_fp8_fast_exp_takes_codes_where_k_is_permuted_gpu(causal, gen):
         if permuted:
             assert not torch.equal(out_f, out_e)
             assert rel_err(out_f.float(), out_e.float()) < 0.1
-            assert (lse_f - lse_e).abs().max().item() < FAST_EXP_LSE_TOL
+            assert (lse_f - lse_e).abs().max().item() < FP8_FAST_EXP_LSE_TOL
         else:
             assert torch.equal(out_f, out_e) and torch.equal(lse_f, lse_e)
 

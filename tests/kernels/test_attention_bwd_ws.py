@@ -14,7 +14,7 @@ import functools
 import pytest
 import torch
 
-from kernels import attention, attention_bwd_ws
+from kernels import _ptx_barriers, attention, attention_bwd_ws
 from kernels._checks import check_attention as check_dims
 from kernels._checks import sm_count
 from kernels.attention import attention_backward, attention_forward
@@ -372,7 +372,7 @@ def test_light_barriers_rule(d, len_q, causal, light, monkeypatch):
     dims = _dims(len_q, d, heads=16)
     assert attention_bwd_ws.light_barriers(dims, causal) is light
     with monkeypatch.context() as m:  # the rewrite cannot follow Triton's asynchronous compiles onto their threads
-        m.setattr(attention_bwd_ws, "async_compiling", lambda: True)
+        m.setattr(_ptx_barriers, "async_compiling", lambda: True)
         assert not attention_bwd_ws.light_barriers(dims, causal)
     monkeypatch.setattr(attention_bwd_ws, "LIGHT_ERROR", "Triton 3.9.0: the PTX rewrites know Triton 3.6.x only")
     assert not attention_bwd_ws.light_barriers(dims, causal)
