@@ -323,15 +323,19 @@ def _perm_key(j):
 
 # ROWSUM_MMA == ROWSUM_CODES (fp8 with K read permuted; attention_ws.forward's fast_exp): P's e4m3 code straight
 # from the score, without an exponential: 2^x * 2^8 (x = s * scale - m <= 0, m a multiple of 1/8) has the e4m3 code
-# 8 x + 120 when the mantissa's bits are read as linear in the exponent's fraction (1 + f for 2^f, up to 6.1 % high);
-# one FMA adds it to 1.5 * 2^23, whose unit in the last place is 1, so the float's low byte is the code rounded to the
-# nearest: the value within -4.2 / +10.8 % of 2^x for x >= -14 (exact rounding: +-6.25 %), 4.0 % high on average;
-# codes below 0 (P under 2^-15 of the row's maximum) are clamped to 0.  The row sums are those P (a wgmma by a tile of
+# 8 x + 120 when the mantissa's bits are read as linear in the exponent's fraction (1 + f for 2^f, up to 6.1 % high).
+# Two FMA-pipe instructions a score (_codes): y = (8 x + 120) / 128 saturated to [0, 1] by one fma.sat (codes below 0,
+# P under 2^-15 of the row's maximum, masked scores and NaN become 0), then y * 128 + 1.5 * 2^23, whose unit in the
+# last place is 1, leaves the code rounded to the nearest in the float's low byte: the value within -4.2 / +10.8 % of
+# 2^x for x >= -14 (exact rounding: +-6.25 %), 4.0 % high on average.  The row sums are those P (a wgmma by a tile of
 # ones, a fresh accumulator each tile, added in fp32), so the output's normalisation matches its products; the lse
-# takes out the 2^8 and the average 4.0 % (tests/kernels/test_attention.py checks these figures).
+# takes out the 2^8 and the average 4.0 % (tests/kernels/test_attention.py checks these figures).  The row maxima are
+# folded by halves first (_row_max_tree) and the output's rescale is skipped by a warp none of whose rows' maxima
+# moved (_rescale_moved, BLOCK_D 128): with the exponentials gone the consumers wait on the ALU pipe (the maxima, the
+# byte permutes) and on their own instructions' latency (kernels/NOTES.md, session 34).
 ROWSUM_CODES = gl.constexpr(2)
-EXP_MAGIC = gl.constexpr(12582912.0 + 120.0)
-EXP_FLOOR = gl.constexpr(12582912.0)
+EXP_CODE_ONE = gl.constexpr(120.0)  # the e4m3 code of 2^8, P at its row's maximum
+EXP_FLOOR = gl.constexpr(12582912.0)  # 1.5 * 2^23: the float whose low byte is the code
 EXP_LSE_BIAS = gl.constexpr(8.0 + 0.05755)  # log2(2^8 * 1.0407): 1.0407 = the mean of (1 + f) / 2^f over f in [0, 1)
 
 
@@ -343,10 +347,73 @@ def _max_eighths(m_i, max8):
 
 
 @gluon.jit
-def _codes(x8, m_use):
-    """ROWSUM_CODES: P's e4m3 codes in the floats' low bytes from ``x8`` (8x the scaled scores) against the row
-    maximum ``m_use``, clamped at code 0."""
-    return gl.maximum(x8 + gl.expand_dims(EXP_MAGIC - 8.0 * m_use, 1), EXP_FLOOR)
+def _fold_max(x):
+    """The halves of x's columns folded by an elementwise maximum: in the wgmma accumulator's layout columns c and
+    c + N/2 sit in one thread (N/2 a multiple of 8), so no data moves between threads."""
+    M: gl.constexpr = x.shape[0]
+    N: gl.constexpr = x.shape[1]
+    a, b = x.reshape([M, 2, N // 2]).permute((0, 2, 1)).split()
+    return gl.maximum(a, b)
+
+
+@gluon.jit
+def _row_max_tree(x):
+    """ROWSUM_CODES: row maxima of a wgmma accumulator, folded by halves down to 8 columns first (a tree of depth
+    log2 instead of one chain over a thread's columns of a row), then reduced as gl.max does."""
+    row_layout: gl.constexpr = gl.SliceLayout(1, x.type.layout)
+    if x.shape[1] >= 16:
+        x = _fold_max(x)
+    if x.shape[1] >= 16:
+        x = _fold_max(x)
+    if x.shape[1] >= 16:
+        x = _fold_max(x)
+    if x.shape[1] >= 16:
+        x = _fold_max(x)
+    gl.static_assert(x.shape[1] == 8, "_row_max_tree folds at most 128 columns")
+    return gl.convert_layout(gl.max(x, 1), row_layout, assert_trivial=True)
+
+
+@gluon.jit
+def _codes(s, scale8, m_use):
+    """ROWSUM_CODES: P's e4m3 codes in the floats' low bytes from the scores ``s``, ``scale8`` (8x their scale to
+    log2 units) and the row maxima ``m_use``: y = sat((8 (s * scale - m) + 120) / 128), then y * 128 + 1.5 * 2^23."""
+    bias = gl.expand_dims((EXP_CODE_ONE - 8.0 * m_use) * 0.0078125, 1)
+    a = gl.full(bias.shape, 0.0078125, gl.float32, bias.type.layout) * scale8
+    y = gl.inline_asm_elementwise("fma.rn.sat.f32 $0, $1, $2, $3;", "=r,r,r,r", [s, a, bias], dtype=gl.float32,
+                                  is_pure=True, pack=1)
+    return y * 128.0 + EXP_FLOOR
+
+
+@gluon.jit
+def _warp_rows_moved(alpha):
+    """ROWSUM_CODES: per row (alpha in the scores' row layout, two rows a thread), 1.0 where some row of this
+    thread's warp has alpha != 1 (its maximum moved: vote.any), else 0.0: the same in all of a warp's threads."""
+    return gl.inline_asm_elementwise(
+        "{ .reg .pred p, q; setp.ne.f32 p, $2, 0f3F800000; setp.ne.f32 q, $3, 0f3F800000; or.pred p, p, q; "
+        "vote.sync.any.pred p, p, -1; selp.f32 $0, 0f3F800000, 0f00000000, p; mov.b32 $1, $0; }",
+        "=r,=r,r,r", [alpha], dtype=gl.float32, is_pure=True, pack=2)
+
+
+# _rescale_moved's asm: RESCALE_PACK values of O multiplied in place by their rows' alpha behind one warp-uniform
+# branch on the moved flag (operands: the outputs, O tied to them, alpha, the flag)
+RESCALE_PACK = gl.constexpr(32)
+_RESCALE_ASM = gl.constexpr(
+    f"{{ .reg .pred p; setp.ne.f32 p, ${3 * RESCALE_PACK.value}, 0f00000000; @!p bra.uni SKIP${{:uid}}; "
+    + " ".join(f"mul.f32 ${i}, ${i}, ${2 * RESCALE_PACK.value + i};" for i in range(RESCALE_PACK.value))
+    + " SKIP${:uid}: }")
+_RESCALE_CONSTRAINTS = gl.constexpr(",".join(["=r"] * RESCALE_PACK.value + [str(i) for i in range(RESCALE_PACK.value)]
+                                             + ["r"] * (2 * RESCALE_PACK.value)))
+
+
+@gluon.jit
+def _rescale_moved(o, alpha, o_layout: gl.constexpr):
+    """ROWSUM_CODES at BLOCK_D 128: O * alpha, skipped by a warp whose rows' maxima none moved (alpha all 1: most
+    tiles once the maxima, rounded up to eighths, have settled).  Per warp, as a thread's O rows are its warp's;
+    at BLOCK_D 64 on three consumers it measured slower (ptxas spills there, kernels/NOTES.md session 34)."""
+    a = gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
+    moved = gl.expand_dims(gl.convert_layout(_warp_rows_moved(alpha), gl.SliceLayout(1, o_layout)), 1)
+    return gl.inline_asm_elementwise(_RESCALE_ASM, _RESCALE_CONSTRAINTS, [o, a, moved], dtype=gl.float32,
+                                     is_pure=True, pack=RESCALE_PACK)
 
 
 @gluon.jit
@@ -369,23 +436,23 @@ def _softmax(s, m_i, l_i, rows, start_n, LK, diag, qk_scale, p_layout: gl.conste
             keep = keep & (gl.expand_dims(rows, 1) + diag >= gl.expand_dims(cols, 0))
         s = gl.where(keep, s * qk_scale, float("-inf"))
         codes = ROWSUM_MMA == ROWSUM_CODES
-        m_new = _max_eighths(m_i, gl.max(s, 1) * 8.0) if codes else gl.maximum(m_i, gl.max(s, 1))
+        m_new = _max_eighths(m_i, _row_max_tree(s) * 8.0) if codes else gl.maximum(m_i, gl.max(s, 1))
         m_use = gl.where(m_new == float("-inf"), 0.0, m_new)  # no key yet: p = 0, alpha finite
-        p = _codes(s * 8.0, m_use) if codes else gl.exp2(s - gl.expand_dims(m_use, 1))
+        p = _codes(s, 8.0, m_use) if codes else gl.exp2(s - gl.expand_dims(m_use, 1))
     else:  # the scale fused into the exponent; MASK_BOUND first masks, so a tile keeping every key gets these bits
         if MASKED == MASK_BOUND:  # one compare a score, against its row's key bound (the columns are constants)
             gl.static_assert(CAUSAL, "MASK_BOUND is for the short causal configs (_mask_kind)")
             lim = gl.minimum(rows + (diag + 1 - start_n), LK - start_n)
             s = gl.where(gl.expand_dims(cols, 0) < gl.expand_dims(lim, 1), s, float("-inf"))
         if ROWSUM_MMA == ROWSUM_CODES:
-            m_new = _max_eighths(m_i, gl.max(s, 1) * (8.0 * qk_scale))
+            m_new = _max_eighths(m_i, _row_max_tree(s) * (8.0 * qk_scale))
         else:
             m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
         m_use = m_new
         if MASKED == MASK_BOUND:  # a row with no key yet: p = 0, alpha finite
             m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
         if ROWSUM_MMA == ROWSUM_CODES:
-            p = _codes(s * (8.0 * qk_scale), m_use)
+            p = _codes(s, 8.0 * qk_scale, m_use)
         else:
             p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))
     alpha = gl.exp2(m_i - m_use)
@@ -537,7 +604,10 @@ def _steps(o, p, m_i, l_i, j0, g0, lo, hi, n_last, sm, which: gl.constexpr, qi, 
         o = warpgroup_mma_wait(0, deps=(o_tok,))
         mbarrier.arrive(sm.v_empty.index(prev), count=1)
         p = _carried_p(p, sm.q.dtype, PERM_K, ROWSUM_MMA)  # after the wait: P_{n-1}'s registers are free
-        o = o * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
+        if ROWSUM_MMA == ROWSUM_CODES and o.shape[1] == 128:
+            o = _rescale_moved(o, alpha, o_layout)
+        else:
+            o = o * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)
         if ROWSUM_MMA:
             l_i = l_i * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, l_i.type.layout)), 1)
     return o, p, m_i, l_i

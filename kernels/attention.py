@@ -217,12 +217,13 @@ def attention_forward_fp8(
     e.g. from :func:`quantize_fp8`); returns ``(out, lse)`` with ``out`` in ``out_dtype`` (bf16, fp16 or fp32).
 
     ``fast_exp`` (the Gluon kernel, where it reads K permuted: heads of K following one another): P's e4m3 codes
-    are computed from the scores without exponentials (one FMA, a clamp and byte permutes a score; the code's
-    mantissa bits taken as linear in the exponent's fraction: each P within -4.2 / +10.8 % of its value, against
-    +-6.25 % rounded exactly) and its row sums by the tensor cores from those codes: 8-13 % faster on an H200, the
-    output's error against the fp64 reference of the dequantised inputs about 1.2-1.5x the exact path's (3.2e-2
-    against 2.6e-2 at 4096 keys), the lse within about 4e-2 on rows of a few keys and 2e-3 at 16384
-    (kernels/NOTES.md, session 33).  ``fast_exp=False``: exact exponentials and fp32 row sums (lse within 1e-3).
+    are computed from the scores without exponentials (two FMAs, the first saturating, and byte permutes a score;
+    the code's mantissa bits taken as linear in the exponent's fraction: each P within -4.2 / +10.8 % of its value,
+    against +-6.25 % rounded exactly) and its row sums by the tensor cores from those codes: 8-15 % faster on an
+    H200 (1.54-1.59x our bf16 forward at head dim 128 and 4096-16384 keys), the output's error against the fp64
+    reference of the dequantised inputs about 1.2-1.5x the exact path's (3.2e-2 against 2.6e-2 at 4096 keys), the
+    lse within about 4e-2 on rows of a few keys and 2e-3 at 16384 (kernels/NOTES.md, sessions 33-34).
+    ``fast_exp=False``: exact exponentials and fp32 row sums (lse within 1e-3).
 
     p is rounded to e4m3 for the p·v product.  v may be stored position-contiguous (its length stride
     1, e.g. ``vt.transpose(-1, -2)`` of a (B, H, D, L) tensor in "bhld"): the fp8 MMA then reads it

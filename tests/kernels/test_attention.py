@@ -142,15 +142,16 @@ def test_padded_head_dim_tensor_descriptor_path(d, causal, layout, device, gen):
 
 
 def test_fast_exp_codes_are_powers_of_two():
-    """The fp8 forward's fast_exp codes (kernels/_attn_fwd_ws.py): the low byte of the fp32 FMA result
-    1.5 * 2^23 + 120 + 8 x, clamped at 1.5 * 2^23, read as e4m3, is 2^(x + 8) within -4.2 / +10.8 % for x in
-    [-14, 0] (4.0 % high on average, the lse's correction EXP_LSE_BIAS), and 0 from x = -15 (P under 2^-15 of its
-    row's maximum, masked scores included)."""
+    """The fp8 forward's fast_exp codes (kernels/_attn_fwd_ws.py _codes): y = (8 x + 120) / 128 rounded to fp32 and
+    saturated to [0, 1] (fma.sat), then the low byte of the fp32 FMA y * 128 + 1.5 * 2^23, read as e4m3, is
+    2^(x + 8) within -4.2 / +10.8 % for x in [-14, 0] (4.0 % high on average, the lse's correction EXP_LSE_BIAS), and
+    0 from x = -15 (P under 2^-15 of its row's maximum, masked scores included)."""
     fwd = pytest.importorskip("kernels._attn_fwd_ws", reason="the Gluon kernel module does not import here")
-    magic, floor, bias = (float(c.value) for c in (fwd.EXP_MAGIC, fwd.EXP_FLOOR, fwd.EXP_LSE_BIAS))
+    one, floor, bias = (float(c.value) for c in (fwd.EXP_CODE_ONE, fwd.EXP_FLOOR, fwd.EXP_LSE_BIAS))
 
-    def value(x: torch.Tensor) -> torch.Tensor:  # x float64; the kernel's one rounding of the FMA to fp32
-        t = torch.maximum((8 * x + magic).to(torch.float32), torch.tensor(floor))
+    def value(x: torch.Tensor) -> torch.Tensor:  # x float64; each FMA's one rounding to fp32
+        y = ((8 * x + one) / 128).to(torch.float32).clamp(0.0, 1.0)
+        t = (y.to(torch.float64) * 128 + floor).to(torch.float32)
         return (t.view(torch.int32) & 0xFF).to(torch.uint8).view(torch.float8_e4m3fn).to(torch.float64) / 256
 
     x = torch.arange(-14 * 4096, 1, dtype=torch.float64) / 4096
