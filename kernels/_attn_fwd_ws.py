@@ -358,8 +358,8 @@ def _fold_max(x):
 
 @gluon.jit
 def _row_max_tree(x):
-    """ROWSUM_CODES: row maxima of a wgmma accumulator, folded by halves down to 8 columns first (a tree of depth
-    log2 instead of one chain over a thread's columns of a row), then reduced as gl.max does."""
+    """ROWSUM_CODES: row maxima of a wgmma accumulator, folded by halves down to 8 columns first (up to 128 columns:
+    a tree of depth log2 instead of one chain over a thread's columns of a row), then reduced as gl.max does."""
     row_layout: gl.constexpr = gl.SliceLayout(1, x.type.layout)
     if x.shape[1] >= 16:
         x = _fold_max(x)
@@ -369,7 +369,6 @@ def _row_max_tree(x):
         x = _fold_max(x)
     if x.shape[1] >= 16:
         x = _fold_max(x)
-    gl.static_assert(x.shape[1] == 8, "_row_max_tree folds at most 128 columns")
     return gl.convert_layout(gl.max(x, 1), row_layout, assert_trivial=True)
 
 
@@ -386,8 +385,9 @@ def _codes(s, scale8, m_use):
 
 @gluon.jit
 def _warp_rows_moved(alpha):
-    """ROWSUM_CODES: per row (alpha in the scores' row layout, two rows a thread), 1.0 where some row of this
-    thread's warp has alpha != 1 (its maximum moved: vote.any), else 0.0: the same in all of a warp's threads."""
+    """ROWSUM_CODES: per row (alpha in the 64-row wgmma accumulator's row layout: two rows a thread, each warp 16 of
+    them), 1.0 where some row of this thread's warp has alpha != 1 (its maximum moved: vote.any over the warp's 32
+    threads, all of which run it), else 0.0: the same in all of a warp's threads."""
     return gl.inline_asm_elementwise(
         "{ .reg .pred p, q; setp.ne.f32 p, $2, 0f3F800000; setp.ne.f32 q, $3, 0f3F800000; or.pred p, p, q; "
         "vote.sync.any.pred p, p, -1; selp.f32 $0, 0f3F800000, 0f00000000, p; mov.b32 $1, $0; }",

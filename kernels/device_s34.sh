@@ -4,6 +4,7 @@
 # docs/measurements/kernels_s34_codes_x.patch` on 6f44432 first.  Call 5 ran SKIP_X: `git apply
 # docs/measurements/kernels_s34_skip_x.patch` on the session's commit, and `git show 6f44432:kernels/_attn_fwd_ws.py >
 # kernels_s34_head_fwd.py` (the kernel before the session, in the repository root).
+# Call 8 ran `git apply docs/measurements/kernels_s34_fp8_light.patch` on ecdab4b (not kept).
 # call1: ncu (--set full, one launch, SASS source page) of the fp8 forward with fast_exp (the shipped default) at
 #        d128 L16384 and L4096 without a mask: where the consumers' cycles go now that the exponentials are gone
 #        (pipe utilisation, warp states, stall samples per SASS instruction).
@@ -21,6 +22,14 @@
 #        HEAD's kernels/_attn_fwd_ws.py swapped in) at d128 L16384 full / causal beside our bf16; (b) the rescale's skip
 #        for the exponentials' two-consumer builds (SKIP_X 1 in a module copy) against the tree in bf16 at d64 / d128
 #        L4096 full / causal and d128 L16384, beside cuDNN, outputs compared bitwise; graph-timed in turns (4 rounds).
+# call6: ncu as call 1 on the commit: the fp8 forward with the codes path at d128 L16384 without a mask, and the bf16
+#        forward at d64 L4096 causal (level with cuDNN: 0.97-1.00x), for the next steps.
+# call7: the fp8 codes path built without its consumers' warpgroup barriers before their mbarrier operations
+#        (LIGHT_PTX through kernels/_ptx_barriers.py, SHIPPED kinds; attention_ws.light_barriers patched to take fp8
+#        at head dim 128 on two consumers, turns included) against the tree, d128 L16384 / L4096 full and L4096
+#        causal, outputs compared bitwise; graph-timed in turns (4 rounds).
+# call8: on the tree with the fp8 codes path built light (attention_ws.light_barriers' codes): the fp8 and light
+#        GPU tests, then call 7's A/B again with the light build the default (ab_light.py off: light_barriers False).
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -170,6 +179,46 @@ for seq, b, d, causal in [(4096, 4, 64, True), (4096, 4, 64, False), (4096, 4, 1
           + ", ".join(f"{n} {ms * 1e3:.1f} us ({t['cudnn'] / ms:.3f}x cuDNN)" for n, ms in t.items()), flush=True)
 PY
 
+cat > /tmp/s34/ab_light.py <<'PY'
+import sys
+from functools import partial
+from unittest import mock
+
+import torch
+
+from kernels import attention, attention_ws, tune_cases
+from kernels._checks import padded_dim
+
+ROUNDS = int(sys.argv[1])
+
+
+OFF = len(sys.argv) > 2 and sys.argv[2] == "off"
+
+
+def light_fp8(dims, causal, fp8, config, codes=False):
+    return not OFF and fp8 and padded_dim(dims.head_dim) == 128 and config[2] == 2
+
+
+def light(run):
+    def go():
+        with mock.patch.object(attention_ws, "light_barriers", light_fp8):
+            return run()
+    return go
+
+
+for seq, b, causal in [(16384, 1, False), (4096, 4, False), (4096, 4, True)]:
+    (q, k, v), (q8, k8, v8, sq, sk, sv) = tune_cases.fp8_inputs(b, 16, seq, 128, vt=True)
+    run = partial(attention.attention_forward_fp8, q8, k8, v8, sq, sk, sv, causal, impl="gluon")
+    o1, l1 = run()
+    o2, l2 = light(run)()
+    same = torch.equal(o1, o2) and torch.equal(l1, l2)
+    names = ("fp8 light (tree)", "fp8 with barriers") if OFF else ("fp8 tree", "fp8 light")
+    fns = {"bf16-ours": partial(attention.attention_forward, q, k, v, causal), names[0]: run, names[1]: light(run)}
+    t = tune_cases.in_turns(fns, ROUNDS)
+    print(f"fp8 b{b} h16 L{seq} d128 {'causal' if causal else 'full'} ({'bitwise' if same else 'DIFFERS'}): " + ", ".join(
+        f"{n} {ms * 1e3:.1f} us ({t['bf16-ours'] / ms:.3f}x bf16)" for n, ms in t.items()), flush=True)
+PY
+
 case $CALL in
   call1)
     profile fp8_fast_L16384 attn_fwd_ws --fp8 --seq 16384 --dim 128 --mask full --impl gluon --reps 2
@@ -198,6 +247,22 @@ case $CALL in
     ;;
   call5)
     timeout 560 python3 /tmp/s34/ab_skip.py 4 2>&1 | tee "${LOG}_ab_skip.log"
+    ;;
+  call6)
+    profile fp8_tree_L16384 attn_fwd_ws --fp8 --seq 16384 --dim 128 --mask full --impl gluon --reps 2
+    profile bf16_d64_causal_L4096 attn_fwd_ws --seq 4096 --dim 64 --mask causal --impl gluon --reps 2
+    for n in fp8_tree_L16384 bf16_d64_causal_L4096; do
+      grep -E "Duration|Compute \(SM\) Throughput|Warp Cycles Per Issued|Stall (Long|Barrier|Wait|Not Sel|Math|Short|No Inst)|Pipe (Tensor|Alu|Fma|Xu)" /tmp/ncu/${n}_details.txt | head -20
+    done
+    tar -C /tmp/ncu -czf "$OUT/kernels_${GPU_TAG}_s34_${CALL}_ncu.tgz" --exclude='*.ncu-rep' .
+    ;;
+  call7)
+    timeout 300 python3 /tmp/s34/ab_light.py 4 2>&1 | tee "${LOG}_ab_light.log"
+    ;;
+  call8)
+    timeout 250 python3 -m pytest tests/kernels/test_attention.py -m gpu -q -p no:cacheprovider -n 8 \
+      -k "fp8 or maxima or fast_exp or light" 2>&1 | tail -4 | tee "${LOG}_gpu_tests_fp8_light.log"
+    timeout 200 python3 /tmp/s34/ab_light.py 4 off 2>&1 | tee "${LOG}_ab_light.log"
     ;;
   *) echo "unknown call $CALL"; exit 2 ;;
 esac
