@@ -182,8 +182,9 @@ def _without(flag: str, fn):
 
 def run_bench_fp8(log, sweep: bool, masks: tuple[bool, ...], seqs: tuple[int, ...] = (),
                   head_dims: tuple[int, ...] = ()) -> None:
-    """fp8 forward (default, Triton, the sweep's Gluon configs: persistent without a mask, one program per item
-    with one) beside our bf16 forward and SDPA cuDNN (bf16) on the same data."""
+    """fp8 forward (default, Triton, Gluon with its codes (``fast_exp``, the default) and with exponentials, the
+    sweep's Gluon configs with the codes: persistent without a mask, one program per item with one) beside our bf16
+    forward and SDPA cuDNN (bf16) on the same data."""
     for d, seq, b in BENCH_FP8:
         if (seqs and seq not in seqs) or (head_dims and d not in head_dims):
             continue
@@ -192,6 +193,7 @@ def run_bench_fp8(log, sweep: bool, masks: tuple[bool, ...], seqs: tuple[int, ..
             q, k, v = bf16_copies(q8, k8, v8)
             run = partial(attention.attention_forward_fp8, q8, k8, v8, sq, sk, sv, causal)
             impls = {"fp8": run, "fp8-triton": partial(run, impl="triton"), "fp8-gluon": partial(run, impl="gluon"),
+                     "fp8-gluon-exact": partial(run, impl="gluon", fast_exp=False),
                      "fp8-gluon-kpl": _without("PERMUTE_K", partial(run, impl="gluon")),
                      "bf16-ours": partial(attention.attention_forward, q, k, v, causal),
                      "sdpa-cudnn": partial(ref.sdpa, q, k, v, causal, "cudnn")}
@@ -202,7 +204,8 @@ def run_bench_fp8(log, sweep: bool, masks: tuple[bool, ...], seqs: tuple[int, ..
                 for bn, st, nc, pp in SWEEP_FP8.get(max(64, padded_dim(d)), []):
                     for pers in (False,) if causal else (True,):  # as measured best for bf16
                         fn = partial(attention_ws.forward, q8, k8, v8, out, lse, dims, "bhld", causal,
-                                     d ** -0.5 * LOG2E * sq * sk, (bn, st, nc, pers, pp), o_scale=sv)
+                                     d ** -0.5 * LOG2E * sq * sk, (bn, st, nc, pers, pp), o_scale=sv,
+                                     fast_exp=True)
                         impls[_name(bn, st, nc, pp, pers)] = fn
                         impls[_name(bn, st, nc, pp, pers) + "-kpl"] = _without("PERMUTE_K", fn)
             flops = cases.flops_bytes(cases.Variant("fwd", (b, 16, seq, d, causal)))[0]
