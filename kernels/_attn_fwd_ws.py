@@ -417,6 +417,16 @@ def _rescale_moved(o, alpha, o_layout: gl.constexpr):
 
 
 @gluon.jit
+def _with_tile_sums(l_i, l_t, ROWSUM_MMA: gl.constexpr):
+    """The row sums' accumulator after a P·ones wgmma gave ``l_t``: for ``ROWSUM_CODES`` that tile's sums alone,
+    added to ``l_i`` in fp32; else ``l_t`` is the accumulator itself."""
+    if ROWSUM_MMA == ROWSUM_CODES:
+        return l_i + l_t
+    else:
+        return l_t
+
+
+@gluon.jit
 def _softmax(s, m_i, l_i, rows, start_n, LK, diag, qk_scale, p_layout: gl.constexpr, BLOCK_N: gl.constexpr,
              MASKED: gl.constexpr, CAUSAL: gl.constexpr, dtype: gl.constexpr, PERM_K: gl.constexpr,
              ROWSUM_MMA: gl.constexpr):
@@ -589,11 +599,9 @@ def _steps(o, p, m_i, l_i, j0, g0, lo, hi, n_last, sm, which: gl.constexpr, qi, 
         o_tok, l_tok = _pv(_p_operand(p, sm.q.dtype, p_layout, PERM_K), _v_tile(sm.v, prev, V_T), o, l_i,
                            sm.ones.index(which), ROWSUM_MMA)
         _turn_pass(sm, which, NC, PINGPONG)
-        if ROWSUM_MMA == ROWSUM_CODES:
+        if ROWSUM_MMA:
             s, l_t = warpgroup_mma_wait(1, deps=(s_tok, l_tok))
-            l_i = l_i + l_t
-        elif ROWSUM_MMA:
-            s, l_i = warpgroup_mma_wait(1, deps=(s_tok, l_tok))
+            l_i = _with_tile_sums(l_i, l_t, ROWSUM_MMA)
         else:
             s = warpgroup_mma_wait(1, deps=(s_tok,))
         mbarrier.arrive(sm.k_empty.index(j % STAGES), count=1)
@@ -729,10 +737,8 @@ def _consume_item(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_sc
                            sm.ones.index(which), ROWSUM_MMA)
         _turn_pass(sm, which, NC, PINGPONG)
         if ROWSUM_MMA:
-            o, l_acc = warpgroup_mma_wait(0, deps=(o_tok, l_tok))
-            if ROWSUM_MMA == ROWSUM_CODES:
-                l_acc = l_i + l_acc
-            l_i = gl.convert_layout(gl.max(l_acc, 1), row_layout)  # its 8 columns are equal
+            o, l_t = warpgroup_mma_wait(0, deps=(o_tok, l_tok))
+            l_i = gl.convert_layout(gl.max(_with_tile_sums(l_i, l_t, ROWSUM_MMA), 1), row_layout)  # 8 equal columns
         else:
             o = warpgroup_mma_wait(0, deps=(o_tok,))
         mbarrier.arrive(sm.v_empty.index(last), count=1)
@@ -741,10 +747,8 @@ def _consume_item(which: gl.constexpr, o_desc, LSE, sm: Smem, pb: Problem, qk_sc
 
         empty = l_i == 0.0
         l_safe = gl.where(empty, 1.0, l_i)
-        if ROWSUM_MMA == ROWSUM_CODES:  # P carried 2^8 and, on average, 4 % high
-            lse = gl.where(empty, float("inf"), (m_i + gl.log2(l_safe) - EXP_LSE_BIAS) * 0.6931471805599453)
-        else:
-            lse = gl.where(empty, float("inf"), (m_i + gl.log2(l_safe)) * 0.6931471805599453)
+        lse_bias: gl.constexpr = EXP_LSE_BIAS if ROWSUM_MMA == ROWSUM_CODES else 0.0  # codes: 2^8, 4 % high
+        lse = gl.where(empty, float("inf"), (m_i + gl.log2(l_safe) - lse_bias) * 0.6931471805599453)
         if pb.SHIFT:  # rows before row 0 too: one unsigned compare
             gl.store(LSE + bh.to(gl.int64) * LQ + rows, lse, mask=rows.to(gl.uint32) < LQ.to(gl.uint32))
         else:
