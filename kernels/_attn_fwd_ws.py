@@ -476,8 +476,23 @@ def _softmax(s, m_i, l_i, rows, start_n, LK, diag, qk_scale, p_layout: gl.conste
         else:
             p = gl.convert_layout(p, p_layout)
     else:
-        p = gl.convert_layout(p.to(dtype), p_layout)
+        p = gl.convert_layout(_to_16bit(p, dtype), p_layout)
     return p, alpha, m_new, l_i
+
+
+@gluon.jit
+def _to_16bit(p, dtype: gl.constexpr):
+    """P in the 16-bit input type, rounded as ``p.to(dtype)``, two values a conversion (``cvt.rn.bf16x2.f32``).
+
+    From ``p.to(dtype)`` (one ``cvt.rn.bf16.f32`` a value) ptxas packs each pair the other way round and swaps its
+    halves back (a PRMT a register, 32 a 128-key step) before the P·V wgmma; packed here, no swap is left (session
+    35, H200: 2-8 % faster at 128-key tiles, outputs bitwise the same)."""
+    if dtype == gl.bfloat16:
+        return gl.inline_asm_elementwise("cvt.rn.bf16x2.f32 $0, $2, $1;", "=r,r,r", [p], dtype=gl.bfloat16,
+                                         is_pure=True, pack=2)
+    else:
+        return gl.inline_asm_elementwise("cvt.rn.f16x2.f32 $0, $2, $1;", "=r,r,r", [p], dtype=gl.float16,
+                                         is_pure=True, pack=2)
 
 
 @gluon.constexpr_function

@@ -29,7 +29,7 @@ suite() {  # the kernel suite (tests/perf: flash, decode, matmul, the 256 MB cop
 
 baseline_update() {  # SELECTOR NAME: this card model's entries of the test_flash.py rows matching the -k SELECTOR,
   # re-made from two runs (log ${LOG}_baseline_update_NAME.log), and baselines/ as $OUT/baseline_$GPU_TAG.tgz
-  timeout 170 perfci baseline update tests/perf/test_flash.py -k "$1" --runs 2 --force --results-dir /tmp/bl \
+  timeout 300 perfci baseline update tests/perf/test_flash.py -k "$1" --runs 2 --force --results-dir /tmp/bl \
     > "${LOG}_baseline_update_$2.log" 2>&1
   echo "baseline update rc=$?"
   tail -8 "${LOG}_baseline_update_$2.log"

@@ -788,7 +788,7 @@ def test_gluon_forward_row_sums_either_way_gpu(rowsum, d, causal, config, dtype,
     on two and three consumers (head dim 64 without a mask: three), persistent or not, ping-pong turns or not;
     GQA, Lq != Lk (causal rows that see no key)."""
     _needs_gluon()
-    monkeypatch.setattr(attention_ws, "rowsum_mma", lambda fp8, consumers: rowsum)
+    monkeypatch.setattr(attention_ws, "rowsum_mma", lambda fp8, consumers, codes=False: rowsum)
     _gluon_forward_check(d, config, causal, gen, ((2, 8, 2, 2100, 1537, "blhd"), (1, 4, 4, 600, 300, "bhld")), dtype)
 
 
