@@ -14,6 +14,11 @@
 # call4: test_gluon_forward_row_sums_either_way_gpu again (its 14 rows failed in call 3: their monkeypatched
 #        rowsum_mma took no `codes` keyword since session 33; the test fixed), then the H200 baseline's 16-bit
 #        forward "ours" entries (test_flash_forward, d80) re-made from two runs.
+# call5: the fp8 forward (fast_exp, as shipped) against our bf16 forward, now that the bf16 one is 2-8 % faster:
+#        d128 L4096 / 8192 / 16384 full and causal, graph-timed in turns (4 rounds).
+# call6: two Q buffers a consumer (attention_ws.q_buffers patched to 2: the next row block's Q loaded while the
+#        current one finishes) for fp8 at d128 (lost 2-3 % in session 22, before the codes path made its steps
+#        shorter) and bf16 d128 causal, against one; outputs compared bitwise, in turns (4 rounds).
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -140,6 +145,58 @@ for seq, b, d, causal, dt in CASES:
           + f"; pack / x0 {t['x0'] / t['pack']:.4f}", flush=True)
 PY
 
+cat > /tmp/s35/fp8_ratio.py <<'PY'
+import sys
+from functools import partial
+
+from kernels import attention, tune_cases
+
+ROUNDS = int(sys.argv[1])
+for seq, b, causal in [(4096, 4, False), (4096, 4, True), (8192, 2, False), (8192, 2, True), (16384, 1, False),
+                       (16384, 1, True)]:
+    (q, k, v), (q8, k8, v8, sq, sk, sv) = tune_cases.fp8_inputs(b, 16, seq, 128, vt=True)
+    fns = {"bf16": partial(attention.attention_forward, q, k, v, causal),
+           "fp8": partial(attention.attention_forward_fp8, q8, k8, v8, sq, sk, sv, causal)}
+    t = tune_cases.in_turns(fns, ROUNDS)
+    print(f"b{b} h16 L{seq} d128 {'causal' if causal else 'full'}: bf16 {t['bf16'] * 1e3:.1f} us, fp8 "
+          f"{t['fp8'] * 1e3:.1f} us: fp8 {t['bf16'] / t['fp8']:.3f}x our bf16", flush=True)
+PY
+
+cat > /tmp/s35/ab_qb.py <<'PY'
+import sys
+from functools import partial
+from unittest import mock
+
+import torch
+
+from kernels import attention, attention_ws, tune_cases
+
+ROUNDS = int(sys.argv[1])
+
+
+def two(run):
+    def go():
+        with mock.patch.object(attention_ws, "q_buffers", lambda *a: 2):
+            return run()
+    return go
+
+
+for seq, b, causal, fp8 in [(4096, 4, False, True), (8192, 2, False, True), (16384, 1, False, True),
+                            (4096, 4, True, True), (4096, 4, True, False), (16384, 1, True, False)]:
+    (q, k, v), (q8, k8, v8, sq, sk, sv) = tune_cases.fp8_inputs(b, 16, seq, 128, vt=True)
+    bf = partial(attention.attention_forward, q, k, v, causal)
+    run = partial(attention.attention_forward_fp8, q8, k8, v8, sq, sk, sv, causal) if fp8 else bf
+    o1, l1 = run()
+    o2, l2 = two(run)()
+    same = torch.equal(o1, o2) and torch.equal(l1, l2)
+    fns = {"bf16": bf, "qb1": run, "qb2": two(run)} if fp8 else {"qb1": run, "qb2": two(run)}
+    t = tune_cases.in_turns(fns, ROUNDS)
+    print(f"{'fp8' if fp8 else 'bf16'} b{b} h16 L{seq} d128 {'causal' if causal else 'full'} "
+          f"({'bitwise' if same else 'DIFFERS'}): " + ", ".join(f"{n} {ms * 1e3:.1f} us" for n, ms in t.items())
+          + f"; qb2 / qb1 {t['qb1'] / t['qb2']:.4f}"
+          + (f"; x our bf16 {t['bf16'] / t['qb1']:.3f} / {t['bf16'] / t['qb2']:.3f}" if fp8 else ""), flush=True)
+PY
+
 nprof() {  # case: ncu --set full of every kernel of the case's call inside the NVTX range
   local name=$1 dir=/tmp/ncu; mkdir -p $dir
   timeout 150 ncu --clock-control none --set full --import-source no --nvtx --nvtx-include "prof/" -f -o $dir/$name \
@@ -171,6 +228,12 @@ case $CALL in
     timeout 200 python3 -m pytest tests/kernels/test_attention.py -m gpu -q -p no:cacheprovider -n 8 \
       -k "row_sums_either_way" 2>&1 | tail -4 | tee "${LOG}_gpu_tests_row_sums.log"
     baseline_update "test_flash_forward and ours and not triton and not fp8" fwd16
+    ;;
+  call5)
+    timeout 300 python3 /tmp/s35/fp8_ratio.py 4 2>&1 | tee "${LOG}_fp8_ratio.log"
+    ;;
+  call6)
+    timeout 400 python3 /tmp/s35/ab_qb.py 4 2>&1 | tee "${LOG}_ab_qb.log"
     ;;
   *) echo "unknown call $CALL"; exit 2 ;;
 esac
