@@ -19,6 +19,15 @@
 # call6: two Q buffers a consumer (attention_ws.q_buffers patched to 2: the next row block's Q loaded while the
 #        current one finishes) for fp8 at d128 (lost 2-3 % in session 22, before the codes path made its steps
 #        shorter) and bf16 d128 causal, against one; outputs compared bitwise, in turns (4 rounds).
+# call7: call 1's backward pair again with autograd's multithreading off (cuDNN's backward then runs on the thread
+#        that holds the NVTX range): ours and cuDNN's d128 L4096 without a mask, side by side.
+# call8: the backward's dQ part staged in groups of 8 columns (32-byte rows, 32-byte swizzle; the fp32 scratch viewed
+#        as (B*Hq, D/8, Lq, 8) for one 4-D reduce-add) against the 256-byte rows under a 128-byte swizzle, whose
+#        stores were two-way bank-conflicted (call 7): `git show 04a270c:kernels/_attn_bwd_ws.py >
+#        kernels_s35_old_attn_bwd_ws.py`, likewise attention_bwd_ws.py > kernels_s35_old_attention_bwd_ws.py (the
+#        repository root) as module copies, dk / dv compared bitwise, dq against each other, in turns (4 rounds)
+#        at d128 / d64 L4096 full and causal and d128 L16384 (`call8 ab`: that only), then the backward GPU tests.
+#        The change (not kept) is docs/measurements/kernels_s35_bwd_dq_groups.patch.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -64,6 +73,8 @@ if case in ("bwd_ours", "bwd_cudnn"):
         qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
         with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
             o = F.scaled_dot_product_attention(qg, kg, vg)
+        torch.autograd.set_multithreading_enabled(False)  # the backward on this thread, inside the NVTX range
+
         def fn():
             torch.autograd.grad(o, (qg, kg, vg), do, retain_graph=True)
 elif case in ("fwd_d64c_ours", "fwd_d64c_cudnn"):
@@ -197,6 +208,51 @@ for seq, b, causal, fp8 in [(4096, 4, False, True), (8192, 2, False, True), (163
           + (f"; x our bf16 {t['bf16'] / t['qb1']:.3f} / {t['bf16'] / t['qb2']:.3f}" if fp8 else ""), flush=True)
 PY
 
+cat > /tmp/s35/ab_dq.py <<'PY'
+import importlib.util
+import sys
+from functools import partial
+from unittest import mock
+
+import torch
+
+from kernels import attention, attention_bwd_ws, tune_cases
+
+ROUNDS = int(sys.argv[1])
+kern = open("kernels_s35_old_attn_bwd_ws.py").read()  # git show 04a270c:kernels/_attn_bwd_ws.py
+host = open("kernels_s35_old_attention_bwd_ws.py").read()  # git show 04a270c:kernels/attention_bwd_ws.py
+open("/tmp/s35/_attn_bwd_ws_old.py", "w").write(kern)
+assert "from kernels._attn_bwd_ws import" in host
+open("/tmp/s35/attention_bwd_ws_old.py", "w").write(host.replace("from kernels._attn_bwd_ws import",
+                                                                 "from _attn_bwd_ws_old import"))
+sys.path.insert(0, "/tmp/s35")
+spec = importlib.util.spec_from_file_location("attention_bwd_ws_old", "/tmp/s35/attention_bwd_ws_old.py")
+OLD = importlib.util.module_from_spec(spec)
+sys.modules["attention_bwd_ws_old"] = OLD
+spec.loader.exec_module(OLD)
+
+
+def old(run):
+    def go():
+        with mock.patch.object(attention_bwd_ws, "backward", OLD.backward):
+            return run()
+    return go
+
+
+for seq, b, d, causal in [(4096, 4, 128, False), (4096, 4, 128, True), (16384, 1, 128, False), (4096, 4, 64, False),
+                          (4096, 4, 64, True)]:
+    q, k, v, do = (tune_cases.randn((b, 16, seq, d), torch.bfloat16, i) for i in range(4))
+    out, lse = attention.attention_forward(q, k, v, causal)
+    run = partial(attention.attention_backward, do, q, k, v, out, lse, causal, impl="gluon")
+    g_new, g_old = run(), old(run)()
+    same = torch.equal(g_new[1], g_old[1]) and torch.equal(g_new[2], g_old[2])
+    dq_err = ((g_new[0].float() - g_old[0].float()).abs().max() / g_old[0].float().abs().max()).item()
+    t = tune_cases.in_turns({"old": old(run), "new": run}, ROUNDS)  # (cuDNN's autograd backward cannot be captured)
+    print(f"b{b} h16 L{seq} d{d} {'causal' if causal else 'full'} (dk dv {'bitwise' if same else 'DIFFER'}, dq "
+          f"{dq_err:.1e}): " + ", ".join(f"{n} {ms * 1e3:.1f} us" for n, ms in t.items())
+          + f"; new / old {t['old'] / t['new']:.4f}", flush=True)
+PY
+
 nprof() {  # case: ncu --set full of every kernel of the case's call inside the NVTX range
   local name=$1 dir=/tmp/ncu; mkdir -p $dir
   timeout 150 ncu --clock-control none --set full --import-source no --nvtx --nvtx-include "prof/" -f -o $dir/$name \
@@ -213,6 +269,15 @@ case $CALL in
   call1)
     for c in bwd_ours bwd_cudnn fwd_d64c_cudnn fwd_d64c_ours gemm_ours gemm_cublas; do nprof $c; done
     tar -C /tmp/ncu -czf "$OUT/kernels_${GPU_TAG}_s35_${CALL}_ncu.tgz" --exclude='*.ncu-rep' .
+    ;;
+  call7)
+    for c in bwd_ours bwd_cudnn; do nprof $c; done
+    tar -C /tmp/ncu -czf "$OUT/kernels_${GPU_TAG}_s35_${CALL}_ncu.tgz" --exclude='*.ncu-rep' .
+    ;;
+  call8)
+    timeout 300 python3 /tmp/s35/ab_dq.py 4 2>&1 | tee "${LOG}_ab_dq.log"
+    [ "$2" = "ab" ] || timeout 250 python3 -m pytest tests/kernels/test_attention_bwd_ws.py tests/kernels/test_attention.py -m gpu -q \
+      -p no:cacheprovider -n 8 -k "bwd_ws or test_attention_gpu" 2>&1 | tail -6 | tee "${LOG}_gpu_tests_bwd.log"
     ;;
   call2)
     timeout 500 python3 /tmp/s35/ab_pack.py 4 2>&1 | tee "${LOG}_ab_pack.log"
