@@ -28,6 +28,10 @@
 #        repository root) as module copies, dk / dv compared bitwise, dq against each other, in turns (4 rounds)
 #        at d128 / d64 L4096 full and causal and d128 L16384 (`call8 ab`: that only), then the backward GPU tests.
 #        The change (not kept) is docs/measurements/kernels_s35_bwd_dq_groups.patch.
+# call9: head dim 64 causal on three consumers (LONG_CAUSAL_CONFIGS, patched LONG_CAUSAL_MIN_LEN) against two below
+#        8192 queries, now that P's packing dropped the three-consumer build's spills (788 -> 252 B, offline): d64
+#        causal L2048 / 4096 / 8192, in turns beside cuDNN (4 rounds).  Not run: no device time was left (for the
+#        next session).
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -253,6 +257,38 @@ for seq, b, d, causal in [(4096, 4, 128, False), (4096, 4, 128, True), (16384, 1
           + f"; new / old {t['old'] / t['new']:.4f}", flush=True)
 PY
 
+cat > /tmp/s35/ab_c3.py <<'PY'
+import sys
+from functools import partial
+from unittest import mock
+
+import torch
+
+from kernels import attention, attention_ws, tune_cases
+from kernels import reference as ref
+
+ROUNDS = int(sys.argv[1])
+
+
+def with_min(run, n):
+    def go():
+        with mock.patch.object(attention_ws, "LONG_CAUSAL_MIN_LEN", n):
+            return run()
+    return go
+
+
+for seq, b in [(2048, 8), (4096, 4), (8192, 2)]:
+    q, k, v = (tune_cases.randn((b, 16, seq, 64), torch.bfloat16, i) for i in range(3))
+    run = partial(attention.attention_forward, q, k, v, True, impl="gluon")
+    two, three = with_min(run, 1 << 30), with_min(run, 1)
+    o2, o3 = two()[0].float(), three()[0].float()
+    err = ((o2 - o3).abs().max() / o2.abs().max()).item()
+    t = tune_cases.in_turns({"cudnn": partial(ref.sdpa, q, k, v, True, "cudnn"), "two": two, "three": three}, ROUNDS)
+    print(f"b{b} h16 L{seq} d64 causal (three vs two {err:.1e}): " + ", ".join(
+        f"{n} {ms * 1e3:.1f} us ({t['cudnn'] / ms:.3f}x cuDNN)" for n, ms in t.items())
+        + f"; three / two {t['two'] / t['three']:.4f}", flush=True)
+PY
+
 nprof() {  # case: ncu --set full of every kernel of the case's call inside the NVTX range
   local name=$1 dir=/tmp/ncu; mkdir -p $dir
   timeout 150 ncu --clock-control none --set full --import-source no --nvtx --nvtx-include "prof/" -f -o $dir/$name \
@@ -278,6 +314,9 @@ case $CALL in
     timeout 300 python3 /tmp/s35/ab_dq.py 4 2>&1 | tee "${LOG}_ab_dq.log"
     [ "$2" = "ab" ] || timeout 250 python3 -m pytest tests/kernels/test_attention_bwd_ws.py tests/kernels/test_attention.py -m gpu -q \
       -p no:cacheprovider -n 8 -k "bwd_ws or test_attention_gpu" 2>&1 | tail -6 | tee "${LOG}_gpu_tests_bwd.log"
+    ;;
+  call9)
+    timeout 200 python3 /tmp/s35/ab_c3.py 4 2>&1 | tee "${LOG}_ab_c3.log"
     ;;
   call2)
     timeout 500 python3 /tmp/s35/ab_pack.py 4 2>&1 | tee "${LOG}_ab_pack.log"

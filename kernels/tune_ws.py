@@ -133,7 +133,7 @@ def bf16_copies(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
 
 def check_fp8(log) -> int:
     """The Gluon fp8 forward against the fp32 attention of the dequantised inputs, beside the Triton one: with P's
-    exponentials (lse within 1e-2) and with its codes (``fast_exp``, lse within attention.FP8_FAST_EXP_LSE_TOL)."""
+    exponentials and with its codes (``fast_exp``), the lse within attention.fp8_lse_tolerance."""
     bad = 0
     for case in CHECKS_FP8:
         b, hq, hkv, lq, lk, d, causal, layout, out_dtype = case
@@ -151,7 +151,7 @@ def check_fp8(log) -> int:
             out, lse = run(impl="gluon", fast_exp=fast)
             torch.cuda.synchronize()
             err = ref.rel_err(out, ro)
-            lse_ok = _lse_ok(lse, rl, attention.FP8_FAST_EXP_LSE_TOL if fast else 1e-2)
+            lse_ok = _lse_ok(lse, rl, attention.fp8_lse_tolerance(fast))
             ok = err < max(0.1, 1.5 * tri) and lse_ok and bool(torch.isfinite(out).all())
             bad += not ok
             log(f"CHECK {'ok  ' if ok else 'FAIL'} fp8{' fast_exp' if fast else ''} {case[:7]} {layout} "
