@@ -139,9 +139,14 @@ def report(ours: Side, ref: Side, top: int = 40, metrics: Sequence[str] = METRIC
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="one kernel beside another from their ncu raw and source exports")
-    ap.add_argument("--ours", nargs=3, metavar=("RAW_CSV", "SASS_CSV", "KERNEL_REGEX"), required=True)
-    ap.add_argument("--ref", nargs=3, metavar=("RAW_CSV", "SASS_CSV", "KERNEL_REGEX"), required=True)
+    ap = argparse.ArgumentParser(
+        description="one kernel beside another from their ncu raw and source exports",
+        epilog="exports: ncu -i R.ncu-rep --page raw --csv > R_raw.csv; ncu -i R.ncu-rep --page source --csv "
+               "--print-source sass > R_sass.csv (a report of ncu --set full has every column used here)")
+    side = ("RAW_CSV", "SASS_CSV", "KERNEL_REGEX")
+    ap.add_argument("--ours", nargs=3, metavar=side, required=True,
+                    help="our kernel: its raw-page and source-page exports and a regex of its name (first match)")
+    ap.add_argument("--ref", nargs=3, metavar=side, required=True, help="the reference kernel, likewise")
     ap.add_argument("--top", type=int, default=40, help="opcodes to list (default 40)")
     args = ap.parse_args(argv)
     sides = []
