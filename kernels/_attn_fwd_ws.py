@@ -361,14 +361,9 @@ def _row_max_tree(x):
     """ROWSUM_CODES: row maxima of a wgmma accumulator, folded by halves down to 8 columns first (up to 128 columns:
     a tree of depth log2 instead of one chain over a thread's columns of a row), then reduced as gl.max does."""
     row_layout: gl.constexpr = gl.SliceLayout(1, x.type.layout)
-    if x.shape[1] >= 16:
-        x = _fold_max(x)
-    if x.shape[1] >= 16:
-        x = _fold_max(x)
-    if x.shape[1] >= 16:
-        x = _fold_max(x)
-    if x.shape[1] >= 16:
-        x = _fold_max(x)
+    for _ in gl.static_range(4):
+        if x.shape[1] >= 16:
+            x = _fold_max(x)
     return gl.convert_layout(gl.max(x, 1), row_layout, assert_trivial=True)
 
 
@@ -487,12 +482,13 @@ def _to_16bit(p, dtype: gl.constexpr):
     From ``p.to(dtype)`` (one ``cvt.rn.bf16.f32`` a value) ptxas packs each pair the other way round and swaps its
     halves back (a PRMT a register, 32 a 128-key step) before the P·V wgmma; packed here, no swap is left (session
     35, H200: 2-8 % faster at 128-key tiles, outputs bitwise the same)."""
-    if dtype == gl.bfloat16:
-        return gl.inline_asm_elementwise("cvt.rn.bf16x2.f32 $0, $2, $1;", "=r,r,r", [p], dtype=gl.bfloat16,
-                                         is_pure=True, pack=2)
-    else:
-        return gl.inline_asm_elementwise("cvt.rn.f16x2.f32 $0, $2, $1;", "=r,r,r", [p], dtype=gl.float16,
-                                         is_pure=True, pack=2)
+    return gl.inline_asm_elementwise(_cvt_pair(dtype), "=r,r,r", [p], dtype=dtype.value, is_pure=True, pack=2)
+
+
+@gluon.constexpr_function
+def _cvt_pair(dtype):
+    """The PTX converting two fp32 values ($2 high, $1 low) to one register of the 16-bit type ``dtype``."""
+    return f"cvt.rn.{'bf16' if dtype == gl.bfloat16 else 'f16'}x2.f32 $0, $2, $1;"
 
 
 @gluon.constexpr_function

@@ -49,6 +49,7 @@ def fp8_lse_tolerance(fast_exp: bool) -> float:
     """The bound on attention_forward_fp8's lse error against the fp32 reference (its tests, tune_ws check --fp8)."""
     return FP8_FAST_EXP_LSE_TOL if fast_exp else FP8_LSE_TOL
 
+
 # --- configurations -------------------------------------------------------------------------------
 # Hopper-tuned per head dim (kernels/tune.py sweeps, kernels/NOTES.md); the autotuner picks one per
 # (length bucket, TMA eligibility, head dim, causal).  USE_TMA entries are skipped when tensor descriptors

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfci.ncu import parse_ncu_raw_csv
+from perfci.ncu import parse_ncu_raw_csv, parse_number
 
 METRICS = (
     "gpu__time_duration.sum", "sm__cycles_active.avg", "sm__cycles_elapsed.avg", "smsp__inst_executed.sum",
@@ -67,10 +67,8 @@ def raw_metrics(text: str, pattern: str) -> tuple[str, dict[str, float]]:
 
 
 def _int(cell: str | None) -> int:
-    try:
-        return int((cell or "0").replace(",", ""))
-    except ValueError:  # "-" where a column does not apply
-        return 0
+    """A count cell as an int; 0 where the column does not apply ("-")."""
+    return int(parse_number(cell or "0") or 0)
 
 
 def sass_opcodes(text: str, pattern: str) -> tuple[dict[str, tuple[int, int]], dict[str, tuple[int, int]]]:

@@ -120,7 +120,8 @@ def to_base_units(value: float, unit: str) -> float:
     return value * num_factor / _unit_factor(den)
 
 
-def _number(text: str) -> float | None:
+def parse_number(text: str) -> float | None:
+    """A number as ncu's CSV prints it (thousands separated by commas), or None ("-", "n/a", text)."""
     try:
         return float(text.replace(",", "").strip())
     except ValueError:
@@ -183,7 +184,7 @@ def parse_ncu_raw_csv(text: str) -> list[Launch]:
         bench = next((b for b in (benchmark_of_nvtx(row[i]) for i in nvtx_cols) if b != NO_RANGE), NO_RANGE)
         values = {}
         for i, name in metric_cols:
-            number = _number(row[i])
+            number = parse_number(row[i])
             if number is not None:
                 values[name] = to_base_units(number, units[i] if i < len(units) else "")
         launches.append(Launch(bench, row[col["Kernel Name"]], values))
