@@ -83,7 +83,9 @@ class Smem:
     q: gl.shared_memory_descriptor  # [STAGES, 64, BLOCK_D]
     do: gl.shared_memory_descriptor
     ds: gl.shared_memory_descriptor  # [2, BLOCK_N, 64]: dS^T of a row block (keys x queries)
-    dq: gl.shared_memory_descriptor  # [NC, 64, DQ_W] fp32: each consumer's dQ part, staged for the reduce-add
+    # [NC, 64, DQ_W] fp32, or [NC, 64, DQ_W / 32, 32] (attention_bwd_ws.dq_descriptor): each consumer's dQ part,
+    # staged for the reduce-add
+    dq: gl.shared_memory_descriptor
     kv_ready: gl.shared_memory_descriptor  # [1, 1]
     q_ready: gl.shared_memory_descriptor  # [STAGES, 1]
     do_ready: gl.shared_memory_descriptor
@@ -171,6 +173,22 @@ def _rows(LSE, DELTA, bh, m0, LQ, valid):
     return gl.load(LSE + off, mask=ok, other=float("inf")), gl.load(DELTA + off, mask=ok, other=0.0)
 
 
+@gluon.constexpr_function
+def _dq_width(staging):
+    """dQ's columns in the staging buffers [NC, 64, DQ_W] or [NC, 64, DQ_W / 32, 32] (the dims past the rows
+    multiplied)."""
+    width = 1
+    for n in list(staging)[2:]:
+        width *= int(n.value if hasattr(n, "value") else n)
+    return width
+
+
+@gluon.constexpr_function
+def _dq_staging(nc, box):
+    """The consumers' dQ staging buffers' shape: ``nc`` boxes (without the leading 1 of the descriptor's)."""
+    return [int(nc)] + [int(n.value if hasattr(n, "value") else n) for n in box]
+
+
 @gluon.jit
 def _step(k_a, v_a, dk, dv, lse_v, delta_v, t, m0, bh, bh_end, LSE, DELTA, dq_desc, sm: Smem, pb: Problem,
           which: gl.constexpr, qk_scale, inv_scale, s_layout: gl.constexpr, a_layout: gl.constexpr,
@@ -181,7 +199,7 @@ def _step(k_a, v_a, dk, dv, lse_v, delta_v, t, m0, bh, bh_end, LSE, DELTA, dq_de
     up to ``bh_end``, after the last row block) are loaded here and returned (loaded where they are used, their
     latency stalled every step: session 9, call 1)."""
     NC: gl.constexpr = pb.NC
-    DQ_W: gl.constexpr = sm.dq.shape[2]
+    DQ_W: gl.constexpr = _dq_width(sm.dq.shape)
     dtype: gl.constexpr = sm.q.dtype
     s = t % STAGES
     ph = (t // STAGES) & 1
@@ -256,13 +274,19 @@ def _step(k_a, v_a, dk, dv, lse_v, delta_v, t, m0, bh, bh_end, LSE, DELTA, dq_de
         dq_s = sm.dq.index(which)
         tma.store_wait(0)  # the previous reduce-add has read dq_s
         gl.thread_barrier()
-        dq_s.store(dq)
-        fence_async_shared()
-        gl.thread_barrier()
         col0 = 0
         if DQ_SPLIT:
             col0 = which * DQ_W
-        _tma_reduce_add(dq_desc, [bh, m0, col0], dq_s.reshape([1, ROWS, DQ_W]))
+        if len(sm.dq.shape) == 4:  # 128-byte rows of 32 columns, a row's parts side by side (dq_descriptor)
+            dq_s.store(dq.reshape([ROWS, DQ_W // 32, 32]))
+            fence_async_shared()
+            gl.thread_barrier()
+            _tma_reduce_add(dq_desc, [bh, m0, col0 // 32, 0], dq_s.reshape([1, ROWS, DQ_W // 32, 32]))
+        else:
+            dq_s.store(dq)
+            fence_async_shared()
+            gl.thread_barrier()
+            _tma_reduce_add(dq_desc, [bh, m0, col0], dq_s.reshape([1, ROWS, DQ_W]))
     else:
         dv, dk = warpgroup_mma_wait(0, deps=(dv_tok, dk_tok))
         mbarrier.arrive(sm.qd_empty.index(s), count=1)
@@ -275,7 +299,7 @@ def _consumer(which: gl.constexpr, dq_desc, LSE, DELTA, DK, DV, sdkb, sdkh, sdkl
               pb: Problem, PREP: gl.constexpr, qk_scale, sm_scale, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
               DQ_SPLIT: gl.constexpr, DQ_SKIP: gl.constexpr, DS_RS: gl.constexpr, KV_RS: gl.constexpr):
     BLOCK_D: gl.constexpr = sm.q.shape[2]
-    DQ_W: gl.constexpr = sm.dq.shape[2]
+    DQ_W: gl.constexpr = _dq_width(sm.dq.shape)
     dtype: gl.constexpr = sm.q.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, ROWS, 16])
@@ -347,7 +371,8 @@ def attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK, DV, sd
                 STAGES: gl.constexpr, CAUSAL: gl.constexpr, DQ_SPLIT: gl.constexpr, DQ_SKIP: gl.constexpr,
                 CONSUMER_REGS: gl.constexpr, DS_RS: gl.constexpr, KV_RS: gl.constexpr, LIGHT_PTX: gl.constexpr = 0):
     """q/do_desc: (B, Hq, Lq, D) descriptors with [1, 1, 64, BLOCK_D] boxes; k/v_desc: (B, Hkv, Lk, D) with
-    [1, 1, 2*64, BLOCK_D] boxes; dq_desc: the fp32 scratch (B*Hq, Lq, D), zeroed, with [1, 64, DQ_W] boxes
+    [1, 1, 2*64, BLOCK_D] boxes; dq_desc: the fp32 scratch (B*Hq, Lq, D), zeroed, with [1, 64, DQ_W] boxes, or
+    viewed as (B*Hq, Lq, D / 32, 32) with [1, 64, DQ_W / 32, 32] boxes (``attention_bwd_ws.DQ_ROWS_HEAD_DIMS``)
     (DQ_W = BLOCK_D / 2 with DQ_SPLIT, else BLOCK_D).  LSE (natural log) and DELTA = rowsum(o dO): (B, Hq, Lq)
     fp32.  DK/DV: pointers with element strides (dim stride 1).  Grid: n_kb key blocks x B x Hkv programs, in
     (batch·kv head, key block) order, except the last ``n_tail`` kv heads' programs, which come in (key block,
@@ -365,7 +390,7 @@ def attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK, DV, sd
     dtype: gl.constexpr = q_desc.dtype
     BLOCK_D: gl.constexpr = q_desc.block_type.shape[3]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[2]
-    DQ_W: gl.constexpr = dq_desc.block_type.shape[2]
+    DQ_BOX: gl.constexpr = dq_desc.block_type.shape[1:]  # [64, DQ_W] or [64, DQ_W / 32, 32]
     if PREP:  # noqa: SIM108 (the programs' order of start: every program waited on has started, no deadlock)
         pid = gl.atomic_add(SYNC, 1)
     else:
@@ -398,14 +423,14 @@ def attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK, DV, sd
     tile_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, BLOCK_D], dtype)
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_D], dtype)
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, ROWS], dtype)
-    dq_s_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, DQ_W], gl.float32)
+    dq_s_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for(DQ_BOX, gl.float32)
     bar: gl.constexpr = mbarrier.MBarrierLayout()
     sm = Smem(gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_D], kv_layout),
               gl.allocate_shared_memory(dtype, [BLOCK_N, BLOCK_D], kv_layout),
               gl.allocate_shared_memory(dtype, [STAGES, ROWS, BLOCK_D], tile_layout),
               gl.allocate_shared_memory(dtype, [STAGES, ROWS, BLOCK_D], tile_layout),
               gl.allocate_shared_memory(dtype, [2, BLOCK_N, ROWS], ds_layout),
-              gl.allocate_shared_memory(gl.float32, [NC, ROWS, DQ_W], dq_s_layout),
+              gl.allocate_shared_memory(gl.float32, _dq_staging(NC, DQ_BOX), dq_s_layout),
               gl.allocate_shared_memory(gl.int64, [1, 1], bar),
               gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar),
               gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar),

@@ -85,6 +85,11 @@ DS_REGISTERS = True
 # with DS_REGISTERS: without it Triton 3.6's ptxas packs P^T over K's registers inside the loop and dk / dv come out
 # wrong (session 20; ``kernels/compile_check_bwd_ws.py`` checks the SASS for it)
 KV_REGISTERS_HEAD_DIMS = (64,)
+# Head dims whose dQ part is staged as 128-byte rows of 32 columns, a row's parts side by side (dq_descriptor): a
+# half-warp's four rows of a 64-bit store then land on distinct banks under the 128-byte swizzle, where as [64, 64]
+# (the parts stored apart) rows r and r ^ 1 share them (session 35, call 7: 33.6M excess wavefronts at d128).  H200,
+# session 36, calls 4-5: d64 +1.9-5.8 % (L2048-16384, full and causal), d128 -1.2 to +0.3 % (not taken there).
+DQ_ROWS_HEAD_DIMS = (64,)
 # Head dims whose pre-pass work (delta = rowsum(o dO), the dQ scratch zeroed: ~0.1 ms at d128 L4096, at the copy
 # rate) the kernel does itself for all but the first kv heads: each program's loader warpgroup, a chunk of rows after
 # each Q/dO issue once its ring is full, prepares its key block's share of the kv head ``prep_ahead`` heads after its
@@ -187,11 +192,9 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     _bwd_pre_fused[(triton.cdiv(dims.len_q, _PRE_BM), ahead * dims.group)](
         out, do, delta, dq_acc, *so, *sdo, hq, dims.len_q, HEAD_DIM=d, BLOCK_D=padded_dim(d), BLOCK_M=_PRE_BM)
     split = d == 128  # each consumer computes half of dQ's columns; at d64 one consumer per row block, in turn
-    dq_box = (1, ROWS, d // 2 if split else d)
     descs = (descriptor(q, layout, b, hq, dims.len_q, d, ROWS), descriptor(k, layout, b, hk, dims.len_k, d, BLOCK_N),
              descriptor(v, layout, b, hk, dims.len_k, d, BLOCK_N), descriptor(do, layout, b, hq, dims.len_q, d, ROWS),
-             TensorDescriptor(dq_acc, [b * hq, dims.len_q, d], [dims.len_q * d, d, 1], list(dq_box),
-                              smem_layout(dq_box, torch.float32)))
+             dq_descriptor(dq_acc, d, split))
     sdk, sdv = layout_strides(dk, layout), layout_strides(dv, layout)
     regs, maxnreg = REGISTERS
     light = light_barriers(dims, causal) if light is None else bool(light) and _ptx_barriers.buildable(LIGHT_ERROR)
@@ -210,6 +213,20 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
         dq_acc, dq, *layout_strides(dq, layout), hq, dims.len_q, scale, HEAD_DIM=d, BLOCK_D=padded_dim(d),
         BLOCK_M=_PRE_BM)
     return True
+
+
+def dq_descriptor(dq_acc: torch.Tensor, head_dim: int, split: bool) -> TensorDescriptor:
+    """The fp32 dQ scratch (B*Hq, Lq, D) for the kernel's reduce-adds: boxes of a consumer's dQ part, [1, 64, DQ_W]
+    (DQ_W = D / 2 with ``split``, else D), or at ``DQ_ROWS_HEAD_DIMS`` the scratch viewed as (B*Hq, Lq, D / 32, 32)
+    with [1, 64, DQ_W / 32, 32] boxes: the part staged as 128-byte rows of 32 columns, a row's parts side by side."""
+    bhq, len_q, d = dq_acc.shape
+    width = d // 2 if split else d
+    if head_dim in DQ_ROWS_HEAD_DIMS:
+        box = (1, ROWS, width // 32, 32)
+        return TensorDescriptor(dq_acc, [bhq, len_q, d // 32, 32], [len_q * d, d, 32, 1], list(box),
+                                smem_layout(box, torch.float32))
+    box = (1, ROWS, width)
+    return TensorDescriptor(dq_acc, [bhq, len_q, d], [len_q * d, d, 1], list(box), smem_layout(box, torch.float32))
 
 
 def prepares_in_kernel(head_dim: int, len_q: int, causal: bool) -> bool:

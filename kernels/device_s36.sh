@@ -18,6 +18,19 @@
 #        warp's flag, neither waiting on the other, before the P·V wait; after it the codes packed and a flagged warp's
 #        maxima taken across threads and its codes again (412 fast-path instructions offline against 431, the codes'
 #        FMAs no longer behind the maxima's shuffles); then the fp8 GPU tests.
+# call4: the backward's dQ part staged as 128-byte rows of 32 columns, a row's parts side by side (the fp32 scratch
+#        viewed as (B*Hq, Lq, D / 32, 32), [1, 64, DQ_W / 32, 32] boxes, one 4-D reduce-add), so a half-warp's 4 rows
+#        of an STS.64 land on distinct banks under the 128-byte swizzle (as [64, DQ_W] the parts are stored apart and
+#        rows r and r ^ 1 shared banks: 33.6M excess wavefronts in session 35's call 7), against module copies of the
+#        kernel and host before it (`git show bd09936:kernels/_attn_bwd_ws.py > kernels_s36_old_attn_bwd_ws.py`,
+#        likewise attention_bwd_ws.py > kernels_s36_old_attention_bwd_ws.py, in the repository root): dk / dv
+#        compared bitwise, dq against each other, in turns (4 rounds) at d128 / d64 L4096 full and causal and d128
+#        L16384; then the backward GPU tests.
+# call5: call 4's A/B again on another card, with d64 L16384 full / causal, d64 and d128 L2048 besides (5 rounds).
+#        (It landed on call 4's card, kept warm.)
+# call6: on the change as kept (the 128-byte rows at head dim 64 only, DQ_ROWS_HEAD_DIMS; d128's build byte-for-byte
+#        as before): the backward GPU tests, the whole kernel suite for README, then the H200 baseline's d64
+#        backward entries re-made from two runs.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -187,6 +200,37 @@ for seq, b, causal in [(4096, 4, False), (8192, 2, False), (16384, 1, False), (4
         + f"; lazy / exact {t['exact'] / t['lazy']:.4f}, lazy112 / exact {t['exact'] / t['lazy112']:.4f}", flush=True)
 PY
 
+cat > /tmp/s36/ab_dq.py <<'PY'
+import sys
+from functools import partial
+
+import torch
+
+from kernels import attention, attention_bwd_ws, tune_cases
+from kernels.tune_ab import module_copy, patched
+
+ROUNDS = int(sys.argv[1])
+OLD_KERNEL = module_copy("_attn_bwd_ws_old", "kernels_s36_old_attn_bwd_ws.py")
+OLD = module_copy("attention_bwd_ws_old", "kernels_s36_old_attention_bwd_ws.py",
+                  [(r"^(\s*)from kernels._attn_bwd_ws import", r"\1from _attn_bwd_ws_old import")])
+CASES = [(4096, 4, 128, False), (4096, 4, 128, True), (16384, 1, 128, False), (4096, 4, 64, False),
+         (4096, 4, 64, True)]
+if len(sys.argv) > 2:  # call5: more rows
+    CASES += [(16384, 1, 64, False), (16384, 1, 64, True), (2048, 8, 64, False), (2048, 8, 128, False)]
+for seq, b, d, causal in CASES:
+    q, k, v, do = (tune_cases.randn((b, 16, seq, d), torch.bfloat16, i) for i in range(4))
+    out, lse = attention.attention_forward(q, k, v, causal)
+    run = partial(attention.attention_backward, do, q, k, v, out, lse, causal, impl="gluon")
+    old = patched(run, attention_bwd_ws, "backward", OLD.backward)
+    g_new, g_old = run(), old()
+    same = torch.equal(g_new[1], g_old[1]) and torch.equal(g_new[2], g_old[2])
+    dq_err = ((g_new[0].float() - g_old[0].float()).abs().max() / g_old[0].float().abs().max()).item()
+    t = tune_cases.in_turns({"old": old, "new": run}, ROUNDS)  # (cuDNN's autograd backward cannot be captured)
+    print(f"b{b} h16 L{seq} d{d} {'causal' if causal else 'full'} (dk dv {'bitwise' if same else 'DIFFER'}, dq "
+          f"{dq_err:.1e}): " + ", ".join(f"{n} {ms * 1e3:.1f} us" for n, ms in t.items())
+          + f"; new / old {t['old'] / t['new']:.4f}", flush=True)
+PY
+
 jax_kernels() {  # the kernels of a JAX fp8 call: name and duration (ncu, one metric), longest last
   timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv python3 /tmp/s36/jax_prof.py \
     > /tmp/s36/jax_kernels.csv 2> /tmp/s36/jax_kernels.err
@@ -220,6 +264,21 @@ case $CALL in
     timeout 300 python3 /tmp/s36/ab_lazy.py 4 2>&1 | tee "${LOG}_ab_eager.log"
     timeout 200 python3 -m pytest tests/kernels/test_attention.py -m gpu -q -p no:cacheprovider -n 8 \
       -k "fp8 or maxima or fast_exp" 2>&1 | tail -6 | tee "${LOG}_gpu_tests_fp8.log"
+    ;;
+  call4)
+    timeout 300 python3 /tmp/s36/ab_dq.py 4 2>&1 | tee "${LOG}_ab_dq.log"
+    [ "$2" = "ab" ] || timeout 250 python3 -m pytest tests/kernels/test_attention_bwd_ws.py tests/kernels/test_attention.py \
+      -m gpu -q -p no:cacheprovider -n 8 -k "bwd_ws or test_attention_gpu" 2>&1 | tail -6 | tee "${LOG}_gpu_tests_bwd.log"
+    ;;
+  call5)
+    timeout 400 python3 /tmp/s36/ab_dq.py 5 more 2>&1 | tee "${LOG}_ab_dq.log"
+    ;;
+  call6)
+    install_perfci
+    timeout 200 python3 -m pytest tests/kernels/test_attention_bwd_ws.py tests/kernels/test_attention.py \
+      -m gpu -q -p no:cacheprovider -n 8 -k "bwd_ws or test_attention_gpu" 2>&1 | tail -3 | tee "${LOG}_gpu_tests_bwd.log"
+    suite
+    baseline_update "backward_d64" bwd_d64
     ;;
   *) echo "unknown call $CALL"; exit 2 ;;
 esac

@@ -322,6 +322,22 @@ def test_gluon_backward_register_operands_gpu(d, causal, gen):
         _gluon_backward(*args, "bhld", causal, ds_registers=False, kv_registers=True)
 
 
+@pytest.mark.parametrize(("d", "split"), [(64, False), (128, True), (128, False)])
+def test_dq_descriptor_views_the_scratch_in_place(d, split):
+    """The dQ scratch's descriptor: at DQ_ROWS_HEAD_DIMS a 4-D view (rows of 32 columns) whose strides address the
+    scratch's own elements, a box one consumer's part wide; elsewhere the scratch as it is."""
+    acc = torch.arange(3 * 80 * d, dtype=torch.float32).reshape(3, 80, d)
+    desc = attention_bwd_ws.dq_descriptor(acc, d, split)
+    width = d // 2 if split else d
+    view = acc.as_strided(tuple(desc.shape), tuple(desc.strides))
+    if d in attention_bwd_ws.DQ_ROWS_HEAD_DIMS:
+        assert list(desc.block_shape) == [1, attention_bwd_ws.ROWS, width // 32, 32]
+        assert torch.equal(view, acc.reshape(3, 80, d // 32, 32))
+    else:
+        assert list(desc.block_shape) == [1, attention_bwd_ws.ROWS, width]
+        assert torch.equal(view, acc)
+
+
 @pytest.mark.parametrize(("n_heads", "n_tail", "n_kb", "ahead"), [
     (64, 0, 32, 4),  # no mask, L4096 on 132 SMs: PREP_AHEAD (4 heads of 32 programs fill the first wave)
     (64, 9, 32, 9),  # the suite's causal shape: every head started in key block order prepared by earlier programs
