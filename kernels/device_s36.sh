@@ -31,6 +31,7 @@
 # call6: on the change as kept (the 128-byte rows at head dim 64 only, DQ_ROWS_HEAD_DIMS; d128's build byte-for-byte
 #        as before): the backward GPU tests, the whole kernel suite for README, then the H200 baseline's d64
 #        backward entries re-made from two runs.
+# call7: on the session's last commit: every GPU test of tests/kernels (8 workers), as far as the time left goes.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -279,6 +280,10 @@ case $CALL in
       -m gpu -q -p no:cacheprovider -n 8 -k "bwd_ws or test_attention_gpu" 2>&1 | tail -3 | tee "${LOG}_gpu_tests_bwd.log"
     suite
     baseline_update "backward_d64" bwd_d64
+    ;;
+  call7)
+    timeout 330 python3 -m pytest tests/kernels -m gpu -q -p no:cacheprovider -n 8 2>&1 | tail -8 \
+      | tee "${LOG}_gpu_tests_kernels.log"
     ;;
   *) echo "unknown call $CALL"; exit 2 ;;
 esac

@@ -54,8 +54,8 @@ class Side:
 def _pick(names: Sequence[str], pattern: str, what: str) -> str:
     found = next((n for n in names if re.search(pattern, n)), None)
     if found is None:
-        raise SystemExit(f"ncu_compare: no kernel matching {pattern!r} in the {what} (kernels: "
-                         f"{', '.join(sorted(set(names)))[:300]})")
+        raise LookupError(f"no kernel matching {pattern!r} in the {what} (kernels: "
+                          f"{', '.join(sorted(set(names)))[:300]})")
     return found
 
 
@@ -152,7 +152,10 @@ def main(argv: list[str] | None = None) -> int:
         for path in (raw, sass):
             if not Path(path).is_file():
                 ap.error(f"no such file: {path}")
-        sides.append(load(Path(raw), Path(sass), pattern))
+        try:
+            sides.append(load(Path(raw), Path(sass), pattern))
+        except LookupError as exc:  # a regex that names no kernel of the export: bad input, exit code 2
+            ap.error(str(exc))
     print(report(*sides, top=args.top))
     return 0
 

@@ -4,6 +4,8 @@ per SASS instruction).  CPU only: ncu itself runs on the device machine."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kernels import ncu_compare
@@ -67,9 +69,11 @@ def test_sides_side_by_side(exports, capsys):
     assert [k for k in lines if k in ("PRMT", "HGMMA.64x128x16.F32.BF16")] == ["PRMT", "HGMMA.64x128x16.F32.BF16"]
 
 
-def test_unknown_kernel_names_the_ones_there(exports):
-    with pytest.raises(SystemExit, match=r"no kernel matching 'flash_bprop'.*vectorized_elementwise_kernel"):
+def test_unknown_kernel_is_a_usage_error_naming_the_ones_there(exports, capsys):
+    with pytest.raises(SystemExit) as exc:
         ncu_compare.main(["--ours", *exports["ours"], "attn", "--ref", *exports["ref"], "flash_bprop"])
+    assert exc.value.code == 2
+    assert re.search(r"no kernel matching 'flash_bprop'.*vectorized_elementwise_kernel", capsys.readouterr().err)
 
 
 def test_missing_file_is_a_usage_error(exports, tmp_path, capsys):
