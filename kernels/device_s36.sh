@@ -12,12 +12,13 @@
 #        fast path, 431 -> 367 instructions offline) against a module copy with LAZY_MAX 0 (the build as shipped,
 #        SASS byte-for-byte) and one with the row maximum's code at 112 (headroom 14 codes instead of 6), beside our
 #        bf16: d128 L4096 / 8192 / 16384 full and causal, in turns (4 rounds), outputs compared; then the fp8 GPU
-#        tests and `kernels.tune_ws check --fp8`.  (Right, slower: docs/measurements/kernels_s36_fp8_lazy_max.patch.)
-# call3: call 2's script on a second form (docs/measurements/kernels_s36_fp8_eager_codes.patch): the codes taken
-#        against the running maxima while the thread's own scores' maxima (an FMNMX tree, no shuffles) decide a
-#        warp's flag, neither waiting on the other, before the P·V wait; after it the codes packed and a flagged warp's
-#        maxima taken across threads and its codes again (412 fast-path instructions offline against 431, the codes'
-#        FMAs no longer behind the maxima's shuffles); then the fp8 GPU tests.
+#        tests and `kernels.tune_ws check --fp8`.  Ran on the tree with docs/measurements/kernels_s36_fp8_lazy_max.patch
+#        applied (right, slower: not kept).
+# call3: call 2's script on a second form (ran with docs/measurements/kernels_s36_fp8_eager_codes.patch applied): the
+#        codes taken against the running maxima while the thread's own scores' maxima (an FMNMX tree, no shuffles)
+#        decide a warp's flag, neither waiting on the other, before the P·V wait; after it the codes packed and a
+#        flagged warp's maxima taken across threads and its codes again (412 fast-path instructions offline against 431,
+#        the codes' FMAs no longer behind the maxima's shuffles); then the fp8 GPU tests.
 # call4: the backward's dQ part staged as 128-byte rows of 32 columns, a row's parts side by side (the fp32 scratch
 #        viewed as (B*Hq, Lq, D / 32, 32), [1, 64, DQ_W / 32, 32] boxes, one 4-D reduce-add), so a half-warp's 4 rows
 #        of an STS.64 land on distinct banks under the 128-byte swizzle (as [64, DQ_W] the parts are stored apart and
