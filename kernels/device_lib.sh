@@ -27,9 +27,10 @@ suite() {  # the kernel suite (tests/perf: flash, decode, matmul, the 256 MB cop
   [ -f "$OUT/perf.json" ] && python3 -m kernels.tune --perf-json "$OUT/perf.json" | tee "${LOG}_perf_suite_table.txt"
 }
 
-baseline_update() {  # SELECTOR NAME: this card model's entries of the test_flash.py rows matching the -k SELECTOR,
-  # re-made from two runs (log ${LOG}_baseline_update_NAME.log), and baselines/ as $OUT/baseline_$GPU_TAG.tgz
-  timeout 300 perfci baseline update tests/perf/test_flash.py -k "$1" --runs 2 --force --results-dir /tmp/bl \
+baseline_update() {  # SELECTOR NAME [FILE]: this card model's entries of FILE's rows (default tests/perf/test_flash.py)
+  # matching the -k SELECTOR, re-made from two runs (log ${LOG}_baseline_update_NAME.log), and baselines/ as
+  # $OUT/baseline_$GPU_TAG.tgz
+  timeout 300 perfci baseline update "${3:-tests/perf/test_flash.py}" -k "$1" --runs 2 --force --results-dir /tmp/bl \
     > "${LOG}_baseline_update_$2.log" 2>&1
   echo "baseline update rc=$?"
   tail -8 "${LOG}_baseline_update_$2.log"
