@@ -83,7 +83,7 @@ class Smem:
     q: gl.shared_memory_descriptor  # [STAGES, 64, BLOCK_D]
     do: gl.shared_memory_descriptor
     ds: gl.shared_memory_descriptor  # [2, BLOCK_N, 64]: dS^T of a row block (keys x queries)
-    # [NC, 64, DQ_W] fp32, or [NC, 64, DQ_W / 32, 32] (attention_bwd_ws.dq_descriptor): each consumer's dQ part,
+    # [NC, 64, DQ_W] fp32, or [NC, 64, DQ_W / 32, 32] (dq_box): each consumer's dQ part,
     # staged for the reduce-add
     dq: gl.shared_memory_descriptor
     kv_ready: gl.shared_memory_descriptor  # [1, 1]
@@ -173,6 +173,13 @@ def _rows(LSE, DELTA, bh, m0, LQ, valid):
     return gl.load(LSE + off, mask=ok, other=float("inf")), gl.load(DELTA + off, mask=ok, other=0.0)
 
 
+def dq_box(width: int, rows: bool) -> tuple[int, ...]:
+    """The dQ scratch's reduce-add box for a consumer's part of ``width`` columns: [1, 64, width], or with ``rows``
+    [1, 64, width / 32, 32], the part as 128-byte rows of 32 columns side by side (the scratch viewed as
+    (B*Hq, Lq, D / 32, 32): ``attention_bwd_ws.dq_descriptor``)."""
+    return (1, ROWS.value, width // 32, 32) if rows else (1, ROWS.value, width)
+
+
 @gluon.constexpr_function
 def _dq_width(staging):
     """dQ's columns in the staging buffers [NC, 64, DQ_W] or [NC, 64, DQ_W / 32, 32] (the dims past the rows
@@ -184,9 +191,9 @@ def _dq_width(staging):
 
 
 @gluon.constexpr_function
-def _dq_staging(nc, box):
-    """The consumers' dQ staging buffers' shape: ``nc`` boxes (without the leading 1 of the descriptor's)."""
-    return [int(nc)] + [int(n.value if hasattr(n, "value") else n) for n in box]
+def _prepend(n, shape):
+    """``shape`` with a leading dim ``n``: the staging buffers' shape from a box's, a buffer's box from its shape."""
+    return [int(n)] + [int(d.value if hasattr(d, "value") else d) for d in shape]
 
 
 @gluon.jit
@@ -277,16 +284,15 @@ def _step(k_a, v_a, dk, dv, lse_v, delta_v, t, m0, bh, bh_end, LSE, DELTA, dq_de
         col0 = 0
         if DQ_SPLIT:
             col0 = which * DQ_W
-        if len(sm.dq.shape) == 4:  # 128-byte rows of 32 columns, a row's parts side by side (dq_descriptor)
-            dq_s.store(dq.reshape([ROWS, DQ_W // 32, 32]))
-            fence_async_shared()
-            gl.thread_barrier()
-            _tma_reduce_add(dq_desc, [bh, m0, col0 // 32, 0], dq_s.reshape([1, ROWS, DQ_W // 32, 32]))
+        if len(sm.dq.shape) == 4:  # 128-byte rows of 32 columns, a row's parts side by side (dq_box)
+            dq = dq.reshape([ROWS, DQ_W // 32, 32])
+            coord = [bh, m0, col0 // 32, 0]
         else:
-            dq_s.store(dq)
-            fence_async_shared()
-            gl.thread_barrier()
-            _tma_reduce_add(dq_desc, [bh, m0, col0], dq_s.reshape([1, ROWS, DQ_W]))
+            coord = [bh, m0, col0]
+        dq_s.store(dq)
+        fence_async_shared()
+        gl.thread_barrier()
+        _tma_reduce_add(dq_desc, coord, dq_s.reshape(_prepend(1, dq_s.shape)))
     else:
         dv, dk = warpgroup_mma_wait(0, deps=(dv_tok, dk_tok))
         mbarrier.arrive(sm.qd_empty.index(s), count=1)
@@ -430,7 +436,7 @@ def attn_bwd_ws(q_desc, k_desc, v_desc, do_desc, dq_desc, LSE, DELTA, DK, DV, sd
               gl.allocate_shared_memory(dtype, [STAGES, ROWS, BLOCK_D], tile_layout),
               gl.allocate_shared_memory(dtype, [STAGES, ROWS, BLOCK_D], tile_layout),
               gl.allocate_shared_memory(dtype, [2, BLOCK_N, ROWS], ds_layout),
-              gl.allocate_shared_memory(gl.float32, _dq_staging(NC, DQ_BOX), dq_s_layout),
+              gl.allocate_shared_memory(gl.float32, _prepend(NC, DQ_BOX), dq_s_layout),
               gl.allocate_shared_memory(gl.int64, [1, 1], bar),
               gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar),
               gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar),

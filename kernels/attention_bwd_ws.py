@@ -44,7 +44,7 @@ from kernels.attention_ws import descriptor, smem_layout
 try:  # the kernel is written against Triton 3.6's Gluon Hopper API
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    from kernels._attn_bwd_ws import attn_bwd_ws
+    from kernels._attn_bwd_ws import attn_bwd_ws, dq_box
 except Exception as exc:  # an older or newer Triton without the same Gluon API
     attn_bwd_ws = None
     IMPORT_ERROR: str | None = f"{type(exc).__name__}: {exc}"
@@ -194,7 +194,7 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     split = d == 128  # each consumer computes half of dQ's columns; at d64 one consumer per row block, in turn
     descs = (descriptor(q, layout, b, hq, dims.len_q, d, ROWS), descriptor(k, layout, b, hk, dims.len_k, d, BLOCK_N),
              descriptor(v, layout, b, hk, dims.len_k, d, BLOCK_N), descriptor(do, layout, b, hq, dims.len_q, d, ROWS),
-             dq_descriptor(dq_acc, d, split))
+             dq_descriptor(dq_acc, split))
     sdk, sdv = layout_strides(dk, layout), layout_strides(dv, layout)
     regs, maxnreg = REGISTERS
     light = light_barriers(dims, causal) if light is None else bool(light) and _ptx_barriers.buildable(LIGHT_ERROR)
@@ -215,17 +215,15 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     return True
 
 
-def dq_descriptor(dq_acc: torch.Tensor, head_dim: int, split: bool) -> TensorDescriptor:
-    """The fp32 dQ scratch (B*Hq, Lq, D) for the kernel's reduce-adds: boxes of a consumer's dQ part, [1, 64, DQ_W]
-    (DQ_W = D / 2 with ``split``, else D), or at ``DQ_ROWS_HEAD_DIMS`` the scratch viewed as (B*Hq, Lq, D / 32, 32)
-    with [1, 64, DQ_W / 32, 32] boxes: the part staged as 128-byte rows of 32 columns, a row's parts side by side."""
+def dq_descriptor(dq_acc: torch.Tensor, split: bool) -> TensorDescriptor:
+    """The fp32 dQ scratch (B*Hq, Lq, D) for the kernel's reduce-adds, in boxes of a consumer's dQ part (D / 2
+    columns with ``split``, else D): ``_attn_bwd_ws.dq_box``, at ``DQ_ROWS_HEAD_DIMS`` the scratch viewed as
+    (B*Hq, Lq, D / 32, 32), the part staged as 128-byte rows of 32 columns, a row's parts side by side."""
     bhq, len_q, d = dq_acc.shape
-    width = d // 2 if split else d
-    if head_dim in DQ_ROWS_HEAD_DIMS:
-        box = (1, ROWS, width // 32, 32)
+    box = dq_box(d // 2 if split else d, d in DQ_ROWS_HEAD_DIMS)
+    if len(box) == 4:
         return TensorDescriptor(dq_acc, [bhq, len_q, d // 32, 32], [len_q * d, d, 32, 1], list(box),
                                 smem_layout(box, torch.float32))
-    box = (1, ROWS, width)
     return TensorDescriptor(dq_acc, [bhq, len_q, d], [len_q * d, d, 1], list(box), smem_layout(box, torch.float32))
 
 

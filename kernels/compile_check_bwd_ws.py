@@ -21,7 +21,7 @@ sys.path.insert(0, os.environ.get("TRITON_SITE", "/tmp/t36/site311"))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from kernels import _ptx_barriers, _ptx_stage
-from kernels._attn_bwd_ws import attn_bwd_ws
+from kernels._attn_bwd_ws import attn_bwd_ws, dq_box
 from kernels._offline_build import build, build_ptx_fixture, descriptor_type, main
 
 
@@ -35,13 +35,12 @@ def check(d: int = 128, stages: int = 2, causal: bool = False, dt: str = "bf16",
     split = d == 128 if split is None else split
     kv_rs = (ds_rs and d == 64) if kv_rs is None else kv_rs  # as attention_bwd_ws.KV_REGISTERS_HEAD_DIMS
     dq_w = d // 2 if split else d
-    # as attention_bwd_ws.dq_descriptor (DQ_ROWS_HEAD_DIMS: 64)
-    dq_box = (1, 64, dq_w // 32, 32) if d == 64 else (1, 64, dq_w)
+    box = dq_box(dq_w, d == 64)  # as attention_bwd_ws.dq_descriptor (DQ_ROWS_HEAD_DIMS)
     const = dict(HEAD_DIM=d, STAGES=stages, CAUSAL=causal, DQ_SPLIT=split, DQ_SKIP=skip_dq, CONSUMER_REGS=regs,
                  DS_RS=ds_rs, KV_RS=kv_rs, PREP=prep, LIGHT_PTX=_ptx_barriers.VERSION if light else 0,
                  **{o: 1 for o in ones})
     boxes = {"q_desc": (dt, (1, 1, 64, d)), "do_desc": (dt, (1, 1, 64, d)), "k_desc": (dt, (1, 1, 128, d)),
-             "v_desc": (dt, (1, 1, 128, d)), "dq_desc": ("fp32", dq_box)}
+             "v_desc": (dt, (1, 1, 128, d)), "dq_desc": ("fp32", box)}
     sig, attrs = {}, {}
     for i, name in enumerate(attn_bwd_ws.arg_names):
         if name in const:

@@ -327,7 +327,7 @@ def test_dq_descriptor_views_the_scratch_in_place(d, split):
     """The dQ scratch's descriptor: at DQ_ROWS_HEAD_DIMS a 4-D view (rows of 32 columns) whose strides address the
     scratch's own elements, a box one consumer's part wide; elsewhere the scratch as it is."""
     acc = torch.arange(3 * 80 * d, dtype=torch.float32).reshape(3, 80, d)
-    desc = attention_bwd_ws.dq_descriptor(acc, d, split)
+    desc = attention_bwd_ws.dq_descriptor(acc, split)
     width = d // 2 if split else d
     view = acc.as_strided(tuple(desc.shape), tuple(desc.strides))
     if d in attention_bwd_ws.DQ_ROWS_HEAD_DIMS:
