@@ -90,6 +90,11 @@ KV_REGISTERS_HEAD_DIMS = (64,)
 # (the parts stored apart) rows r and r ^ 1 share them (session 35, call 7: 33.6M excess wavefronts at d128).  H200,
 # session 36, calls 4-5: d64 +1.9-5.8 % (L2048-16384, full and causal), d128 -1.2 to +0.3 % (not taken there).
 DQ_ROWS_HEAD_DIMS = (64,)
+# Head dims whose consumers each compute half of dQ's columns over all the block's keys every row block (the kernel's
+# DQ_SPLIT); elsewhere one consumer computes all of them, the consumers taking turns by row block.  At d128 the turns
+# (8 m64n128 products a step instead of 16 m64n64, dS^T read once) ran 10-12 % slower at L1024-16384, full and causal
+# (H200, kernels/NOTES.md session 37, call 4): the step's work no longer equal between the consumers.
+DQ_SPLIT_HEAD_DIMS = (128,)
 # Head dims whose pre-pass work (delta = rowsum(o dO), the dQ scratch zeroed: ~0.1 ms at d128 L4096, at the copy
 # rate) the kernel does itself for all but the first kv heads: each program's loader warpgroup, a chunk of rows after
 # each Q/dO issue once its ring is full, prepares its key block's share of the kv head ``prep_ahead`` heads after its
@@ -191,7 +196,7 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     dq_acc = torch.empty((b * hq, dims.len_q, d), dtype=torch.float32, device=q.device)
     _bwd_pre_fused[(triton.cdiv(dims.len_q, _PRE_BM), ahead * dims.group)](
         out, do, delta, dq_acc, *so, *sdo, hq, dims.len_q, HEAD_DIM=d, BLOCK_D=padded_dim(d), BLOCK_M=_PRE_BM)
-    split = d == 128  # each consumer computes half of dQ's columns; at d64 one consumer per row block, in turn
+    split = d in DQ_SPLIT_HEAD_DIMS
     descs = (descriptor(q, layout, b, hq, dims.len_q, d, ROWS), descriptor(k, layout, b, hk, dims.len_k, d, BLOCK_N),
              descriptor(v, layout, b, hk, dims.len_k, d, BLOCK_N), descriptor(do, layout, b, hq, dims.len_q, d, ROWS),
              dq_descriptor(dq_acc, split))

@@ -28,14 +28,15 @@ from kernels._offline_build import build, build_ptx_fixture, descriptor_type, ma
 def check(d: int = 128, stages: int = 2, causal: bool = False, dt: str = "bf16", split: bool | None = None,
           regs: int = 240, maxnreg: int = 168, ones: tuple[str, ...] = (), keep: bool = False,
           skip_dq: bool = False, ds_rs: bool = True, kv_rs: bool | None = None, prep: bool = True,
-          light: bool = False, path: str = "") -> bool:
+          light: bool = False, rows: bool | None = None, path: str = "") -> bool:
     """Build one configuration; print its resource report and ``operand_clobbers``' findings.  True if it built with
     none (``keep``: also write the cubin's SASS to /tmp; ``light``: built through kernels/_ptx_barriers.py, as
     ``LIGHT_PTX``)."""
-    split = d == 128 if split is None else split
+    split = d == 128 if split is None else split  # as attention_bwd_ws.DQ_SPLIT_HEAD_DIMS
     kv_rs = (ds_rs and d == 64) if kv_rs is None else kv_rs  # as attention_bwd_ws.KV_REGISTERS_HEAD_DIMS
     dq_w = d // 2 if split else d
-    box = dq_box(dq_w, d == 64)  # as attention_bwd_ws.dq_descriptor (DQ_ROWS_HEAD_DIMS)
+    rows = d == 64 if rows is None else rows  # as attention_bwd_ws.DQ_ROWS_HEAD_DIMS
+    box = dq_box(dq_w, rows)  # as attention_bwd_ws.dq_descriptor
     const = dict(HEAD_DIM=d, STAGES=stages, CAUSAL=causal, DQ_SPLIT=split, DQ_SKIP=skip_dq, CONSUMER_REGS=regs,
                  DS_RS=ds_rs, KV_RS=kv_rs, PREP=prep, LIGHT_PTX=_ptx_barriers.VERSION if light else 0,
                  **{o: 1 for o in ones})
@@ -63,9 +64,9 @@ def check(d: int = 128, stages: int = 2, causal: bool = False, dt: str = "bf16",
             if name.startswith(("sd", "so")):
                 attrs[(i,)] = [["tt.divisibility", 16]]
     tag = (f"d{d} stages{stages} causal={causal} {dt} split={split} skip_dq={skip_dq} "
-           f"regs={regs}/{maxnreg} ones={ones} ds_rs={ds_rs} kv_rs={kv_rs} prep={prep} light={light}")
+           f"regs={regs}/{maxnreg} ones={ones} ds_rs={ds_rs} kv_rs={kv_rs} prep={prep} light={light} rows={rows}")
     path = path or (f"/tmp/attn_bwd_ws_{d}_{stages}_{int(causal)}_{dt}_{int(split)}_{int(ds_rs)}{int(kv_rs)}"
-                    f"{int(prep)}{'_light' if light else ''}")
+                    f"{int(prep)}{'_light' if light else ''}{'_rows' if rows else ''}")
     with _ptx_stage.rewriting(_ptx_barriers.rewrite_ptx) if light else nullcontext():
         return build(attn_bwd_ws, sig, const, attrs, maxnreg=maxnreg, tag=tag, path=path, keep_sass=keep,
                      sass_check=operand_clobbers,
