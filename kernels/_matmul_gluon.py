@@ -27,6 +27,14 @@ else:
 # (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, EPI): EPI 0 = TMA store staged in shared memory (3 stages fit),
 # 1 = plain stores from registers (4 stages fit).  BLOCK_M is split between the two consumer warpgroups.
 WS_CONFIG: tuple = (128, 256, 64, 8, 3, 0)
+# The kernel's narrow tiles, taken over WS_CONFIG's by default where they fill the SMs' rounds better
+# (default_config): 128x128 tiles run at about NARROW_EFFICIENCY of the 128x256 tiles' rate at the same fill (H200,
+# kernels/NOTES.md session 37 call 10, steady state: 1024x4096x4096, 256 narrow tiles in 1.94 rounds against 128 wide
+# ones in 0.97, 0.92x; 4096x1024x4096 0.93x; 2048x2048x8192 0.94x); 2048x3072x2048 and 1536x4096x4096 (192 wide
+# tiles, 1.45 rounds) ran 1.09 / 1.08x faster on them, 1024x2048x2048 1.62x.  Call 11, this rule x the wide tiles:
+# 2048x3072x2048 1.12, 1536x4096x4096 1.12, 3072^3 1.07.
+WS_NARROW_CONFIG: tuple = (128, 128, 64, 8, 4, 0)
+NARROW_EFFICIENCY = 0.92
 # consumer registers after setmaxnreg, launch-time maxnreg (12 warps share the 64K register file; the producer
 # warpgroup keeps (168 * 384 - 208 * 256) / 128 = 88 per thread)
 CONSUMER_REGS, MAXNREG = 208, 168
@@ -54,6 +62,16 @@ def check_ws_config(config: tuple) -> tuple:
     return config
 
 
+def default_config(m: int, n: int, sms: int) -> tuple:
+    """WS_CONFIG, or WS_NARROW_CONFIG where its tiles fill the ``sms`` SMs' rounds enough better to make up for
+    their lower rate (``NARROW_EFFICIENCY``)."""
+    def fill(config: tuple) -> float:  # the share of the rounds' SM slots that the output tiles fill
+        tiles = triton.cdiv(m, config[0]) * triton.cdiv(n, config[1])
+        return tiles / (triton.cdiv(tiles, sms) * sms)
+
+    return WS_NARROW_CONFIG if fill(WS_NARROW_CONFIG) * NARROW_EFFICIENCY > fill(WS_CONFIG) else WS_CONFIG
+
+
 def runnable(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
     """A, C row-major with 16-byte aligned pitches and bases; B row-major with 8-element aligned rows, base and
     N (its 16-byte cp.async copies); fp16/bf16 on an sm_90 GPU; the kernel importable and not broken."""
@@ -67,17 +85,20 @@ def _layout(box: list[int], dtype: torch.dtype):
 
 def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple | None = None,
               b_tma: bool | None = None, cluster: bool = False) -> bool:
-    """``c = a @ b`` through the Gluon kernel; False (nothing written) when it cannot be built here.  ``b_tma``:
-    B through TMA too (default: only when its row pitch is a multiple of 128 bytes).  ``cluster``: in clusters of
-    two CTAs, B by TMA multicast (the default config's tiles; False, nothing written, once that build failed)."""
-    bm, bn, bk, group, stages, epi = check_ws_config(config) if config is not None else WS_CONFIG
+    """``c = a @ b`` through the Gluon kernel (``config`` None: :func:`default_config`'s); False (nothing written)
+    when it cannot be built here.  ``b_tma``: B through TMA too (default: only when its row pitch is a multiple of
+    128 bytes).  ``cluster``: in clusters of two CTAs, B by TMA multicast (WS_CONFIG's tiles; False, nothing
+    written, once that build failed)."""
     m, k = a.shape
     n = b.shape[1]
+    sms = sm_count(a.device, 1)
     if cluster and (_broken_cluster or config is not None):
         return False
+    if config is not None:
+        config = check_ws_config(config)
+    bm, bn, bk, group, stages, epi = config or (WS_CONFIG if cluster else default_config(m, n, sms))
     if b_tma is None or cluster:
         b_tma = cluster or (b.stride(0) * b.element_size()) % 128 == 0
-    sms = sm_count(a.device, 1)
     a_desc = TensorDescriptor(a, [m, k], [a.stride(0), 1], [bm, bk], _layout([bm, bk], a.dtype))
     b_box = [bk, bn // 2] if cluster else [bk, bn]  # with clusters each CTA copies half of B's tile
     b_desc = TensorDescriptor(b, [k, n], [b.stride(0), 1], b_box, _layout(b_box, a.dtype))

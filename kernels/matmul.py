@@ -183,12 +183,24 @@ MISALIGNED_HOWS = ("tma", "ptr", "repack", "overlap", "ws", "ws-tma", "ws-repack
 # Large GEMMs through the Gluon kernel (row-major B, fp16/bf16, sm_90): session 8 call 2 finals (H100, graph-timed),
 # Gluon vs Triton: 4096^3 193.9 vs 202.5 us, 8192^3 1560 vs 1604, 4096x14336x4096 710.0 vs 725.0
 GLUON_GEMM = True
-GLUON_MIN_TILES = 132  # at least one wave of its 128x256 tiles (smaller products were not measured)
+GLUON_MIN_TILES = 132  # at least one wave of its 128x256 tiles
+# Row-major B aligned for TMA: the Gluon kernel also below a wave of 128x256 tiles, from GLUON_MIN_M rows and
+# GLUON_MIN_N columns (``_matmul_gluon.default_config`` picks its tiles; session 37 calls 10 and 13 found the Triton
+# kernel that took them slower at every such shape timed, M 128-2048, N 1024-14336).  H200, steady state, this rule x
+# the routes before it: 1024^3 1.91, 1536^3 1.16, 1024x2048x2048 1.74, 2048^3 1.09, 1024x1024x4096 1.99 (call 11,
+# with M and N from 1024); M 128 / 256 / 512 / 768 at N = K = 4096 1.96 / 1.97 / 1.63 / 1.07, 512x1024x4096 1.99,
+# 256x14336x4096 1.04 (call 13, the kernel's tiles as default_config picks them).  x cuBLAS still 0.45-0.97 there.
+GLUON_MIN_M = 128
+GLUON_MIN_N = 1024
 
 
-def gluon_default(m: int, n: int) -> bool:
-    """The Gluon kernel by default: GLUON_GEMM and at least GLUON_MIN_TILES 128x256 output tiles."""
-    return GLUON_GEMM and m > SMALL_M and triton.cdiv(m, 128) * triton.cdiv(n, 256) >= GLUON_MIN_TILES
+def gluon_default(m: int, n: int, aligned: bool = False) -> bool:
+    """The Gluon kernel by default: GLUON_GEMM and at least GLUON_MIN_TILES 128x256 output tiles, or with ``aligned``
+    (row-major B whose pitch TMA reads) at least GLUON_MIN_M rows and GLUON_MIN_N columns."""
+    if not GLUON_GEMM or m <= SMALL_M:
+        return False
+    return (triton.cdiv(m, 128) * triton.cdiv(n, 256) >= GLUON_MIN_TILES
+            or (aligned and m >= GLUON_MIN_M and n >= GLUON_MIN_N))
 
 
 def _b_pitch_misaligned(b: torch.Tensor) -> bool:
@@ -340,9 +352,10 @@ def matmul(
     colmajor = bool(b.stride(0) == 1 and b.stride(1) != 1) if tma else False
     b_ptr = False
     # the Gluon kernel where not asked otherwise (no Triton tuning knob given)
-    want_gluon = gluon if gluon is not None else (config is None and use_tma is None and persistent
-                                                  and gluon_default(m, n))
-    if tma and not colmajor and _b_pitch_misaligned(b):
+    auto = config is None and use_tma is None and persistent
+    misaligned = tma and not colmajor and _b_pitch_misaligned(b)
+    want_gluon = gluon if gluon is not None else auto and gluon_default(m, n, aligned=not misaligned)
+    if misaligned:
         # decode-sized M reads B once (memory-bound): a repack would double its traffic
         how = misaligned_b or (MISALIGNED_B if m > SMALL_M else "tma")
         if how == "ws-mc":  # by default where the Gluon kernel is taken; asked for, wherever it runs (as "ws")

@@ -67,6 +67,30 @@ def test_gluon_default_rule():
     assert mm.gluon_default(4096, 4096) and mm.gluon_default(4000, 5000)
     assert not mm.gluon_default(1000, 1024)  # 32 tiles of 128x256: under a wave
     assert not mm.gluon_default(64, 1 << 20)  # decode-sized M
+    # under a wave, a B that TMA reads: from GLUON_MIN_M rows and GLUON_MIN_N columns
+    assert mm.gluon_default(1024, 1024, aligned=True) and mm.gluon_default(2048, 2048, aligned=True)
+    assert mm.gluon_default(128, 4096, aligned=True) and mm.gluon_default(512, 1024, aligned=True)
+    assert not mm.gluon_default(2048, 2048)  # 128 tiles, B misaligned: the repack route as before
+    assert not mm.gluon_default(4096, 1000, aligned=True) and not mm.gluon_default(127, 4096, aligned=True)
+    assert not mm.gluon_default(64, 4096, aligned=True)
+
+
+@pytest.mark.parametrize(("m", "n", "narrow"), [
+    (1024, 1024, True),  # 32 wide tiles (0.24 of a round) against 64 narrow (0.48)
+    (2048, 3072, True),  # 192 wide tiles in 2 rounds (0.73) against 384 narrow in 3 (0.97)
+    (2048, 2048, False),  # 128 wide tiles fill 0.97 of a round: the narrow ones' 0.97 loses at their rate
+    (4096, 4096, False), (8192, 8192, False), (4096, 14336, False), (4000, 5000, False)])
+def test_gluon_default_config_fills_the_rounds(m, n, narrow):
+    assert mg.default_config(m, n, 132) == (mg.WS_NARROW_CONFIG if narrow else mg.WS_CONFIG)
+
+
+def test_gluon_default_config_weighs_the_narrow_tiles_rate(monkeypatch):
+    """At a rate equal to the wide tiles' the narrow ones win wherever they fill more; at none they never do."""
+    assert mg.default_config(5120, 5120, 132) == mg.WS_CONFIG  # 800 wide tiles fill 0.87, 1600 narrow 0.93
+    monkeypatch.setattr(mg, "NARROW_EFFICIENCY", 1.0)
+    assert mg.default_config(5120, 5120, 132) == mg.WS_NARROW_CONFIG
+    monkeypatch.setattr(mg, "NARROW_EFFICIENCY", 0.0)
+    assert mg.default_config(1024, 1024, 132) == mg.WS_CONFIG
 
 
 def test_ws_config_rejected_where_it_cannot_run(device):
@@ -141,6 +165,24 @@ def test_matmul_gpu_default_routes(gluon, m, n, k, dtype, gen):
     """The default (Gluon for large row-major GEMMs), the Triton kernel, and Gluon forced."""
     check_matmul(m, n, k, dtype, "cuda", gen, ref_dtype=torch.float32, gluon=gluon)
     assert mg.status() == "enabled", mg.status()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("m", "n", "k", "dtype"), [
+    (1024, 1024, 1024, torch.bfloat16), (2048, 3072, 2048, torch.float16), (2048, 2048, 2048, torch.bfloat16),
+    (1030, 1152, 712, torch.bfloat16), (130, 4096, 1024, torch.bfloat16)])  # ragged M, N, K; pitches TMA reads
+def test_matmul_gpu_small_aligned_take_the_gluon_kernel(m, n, k, dtype, gen):
+    """Under a wave of wide tiles a B that TMA reads goes to the Gluon kernel on default_config's tiles (ragged edges
+    clipped by the copy engine): the default's output is that kernel's, bitwise, and right."""
+    from kernels import matmul as mm
+
+    assert mm.gluon_default(m, n, aligned=True)
+    a, b = _inputs(m, n, k, gen, dtype=dtype)
+    c = torch.empty(m, n, dtype=dtype, device="cuda")
+    assert mg.matmul_ws(a, b, c, mg.default_config(m, n, mm.num_sms(a.device)))
+    out = matmul(a, b)
+    assert torch.equal(out, c)
+    assert rel_err(out, a.float() @ b.float()) < 1e-2
 
 
 def _inputs(m, n, k, gen, pitch=None, dtype=torch.bfloat16):
