@@ -46,6 +46,8 @@
 #        128-768, then the GEMM GPU tests and the Gluon backward's.
 # call13: GEMMs of M 128-768 (N 1024-14336), below call 11's rule (M and N from 1024, GLUON_MIN_DIM then): cuBLAS,
 #        their route, the Gluon kernel's two tiles.
+# call14 (for the next H100, not run): the small-GEMM routing (calibrated on H200s) against the routes before it on
+#        an H100, call 11's shapes and call 12's, steady state; then the GEMM GPU tests.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -544,6 +546,13 @@ for m, n, k in SHAPES:
 PY
 
 case $CALL in
+  call14)
+    timeout 250 python3 /tmp/s37/gemm_route.py 6 0.25 2>&1 | tee "${LOG}_gemm_route.log"
+    S37_SHAPES=128x4096x4096,256x4096x4096,512x4096x4096,768x4096x4096,256x14336x4096,512x1024x4096,200x2048x1024 \
+      timeout 150 python3 /tmp/s37/gemm_route.py 6 0.25 2>&1 | tee -a "${LOG}_gemm_route.log"
+    timeout 200 python3 -m pytest tests/kernels/test_matmul.py tests/kernels/test_matmul_ws.py -m gpu -q \
+      -p no:cacheprovider -n 8 2>&1 | tail -4 | tee "${LOG}_gpu_tests_matmul.log"
+    ;;
   call13)
     timeout 300 python3 /tmp/s37/gemm_variants.py 6 0.25 cublas,shipped,ws128_256_64_8_3_0,ws128_128_64_8_4_0 \
       256x4096x4096,512x4096x4096,768x4096x4096,256x14336x4096,512x14336x4096,512x1024x4096,128x4096x4096 \
