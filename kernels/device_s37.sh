@@ -46,6 +46,8 @@
 #        128-768, then the GEMM GPU tests and the Gluon backward's.
 # call13: GEMMs of M 128-768 (N 1024-14336), below call 11's rule (M and N from 1024, GLUON_MIN_DIM then): cuBLAS,
 #        their route, the Gluon kernel's two tiles.
+# call15 (prepared, not run): the lead for GEMMs of M 128-256 (NOTES, session 37): 128x64 tiles (BLOCK_N 64, 4 and
+#        6 stages; built offline only) beside 128x128 and cuBLAS at M 128-512, steady state, outputs compared.
 # call14 (for the next H100, not run): the small-GEMM routing (calibrated on H200s) against the routes before it on
 #        an H100, call 11's shapes and call 12's, steady state; then the GEMM GPU tests.
 set -o pipefail
@@ -415,6 +417,7 @@ for m, n, k in SHAPES:
 PY
 
 cat > /tmp/s37/gemm_variants.py <<'PY'
+import os
 import statistics
 import sys
 import time
@@ -426,6 +429,8 @@ from kernels.matmul import matmul
 
 # argv: rounds, seconds a round, variants (cublas, shipped, or a ws config as ws128_256_64_8_4_2)
 ROUNDS, SECONDS, NAMES, REPS = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3].split(","), 20
+if os.environ.get("S37_BN64"):  # call 15: 128x64 tiles, which check_ws_config does not list
+    mg.WS_BLOCK_N = (64, *mg.WS_BLOCK_N)
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096), (4096, 5120, 3072), (2048, 2048, 2048)]
 if len(sys.argv) > 4:  # MxNxK,...
     SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[4].split(",")]
@@ -546,6 +551,12 @@ for m, n, k in SHAPES:
 PY
 
 case $CALL in
+  call15)
+    S37_BN64=1 timeout 300 python3 /tmp/s37/gemm_variants.py 6 0.25 \
+      cublas,shipped,ws128_128_64_8_4_0,ws128_64_64_8_4_0,ws128_64_64_8_6_0 \
+      128x4096x4096,256x4096x4096,512x4096x4096,256x14336x4096,128x14336x4096,256x1024x4096,512x1024x4096 \
+      2>&1 | tee "${LOG}_gemm_bn64.log"
+    ;;
   call14)
     timeout 250 python3 /tmp/s37/gemm_route.py 6 0.25 2>&1 | tee "${LOG}_gemm_route.log"
     S37_SHAPES=128x4096x4096,256x4096x4096,512x4096x4096,768x4096x4096,256x14336x4096,512x1024x4096,200x2048x1024 \
