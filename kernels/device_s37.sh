@@ -11,7 +11,8 @@
 # call3: likewise test_matmul.py's and test_decode.py's "ours" entries (the ragged GEMM is read in clusters of two
 #        CTAs since session 30).
 # Session 37 got H200s only; its own calls (A/B through kernels/tune_ab.py; graph replays in turns, or from call 7
-# graphs replayed back to back for a set time, the power-capped steady state):
+# graphs replayed back to back for a set time, the power-capped steady state: calls 7-13 ran with that timing written
+# out in each script, since session 37's review `tune_ab.steady_in_turns`, the same code):
 # call4: the head dim 128 backward with dQ computed by one consumer a row block, in turns (all 128 columns over the
 #        block's 128 keys: 8 m64n128 wgmma a step instead of 16 m64n64 across the two consumers, dS^T read once from
 #        shared memory, only the owner waiting for the other consumer's rows; `DQ_SPLIT_HEAD_DIMS` ()), also with its
@@ -283,44 +284,16 @@ PY
 cat > /tmp/s37/gemm_steady.py <<'PY'
 import statistics
 import sys
-import time
 
 import torch
 
 from kernels import _matmul_gluon as mg
 from kernels.matmul import matmul
-from kernels.tune_ab import patched
+from kernels.tune_ab import patched, steady_in_turns
 
-ROUNDS, SECONDS, REPS = int(sys.argv[1]), float(sys.argv[2]), 20
+ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096)]
 
-
-def graph_of(fn):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(REPS):
-            fn()
-    return g
-
-
-def steady(g):
-    # replays of REPS calls for SECONDS, the GPU loaded throughout (the power-capped steady state); us per call
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    n, t0 = 0, time.time()
-    start.record()
-    while time.time() - t0 < SECONDS:
-        for _ in range(5):
-            g.replay()
-        n += 5
-        torch.cuda.synchronize()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) * 1e3 / (n * REPS)
 
 
 for m, n, k in SHAPES:
@@ -333,11 +306,7 @@ for m, n, k in SHAPES:
            "g4": lambda: mg.matmul_ws(a, b, c, (128, 256, 64, 4, 3, 0)),
            "g16": lambda: mg.matmul_ws(a, b, c, (128, 256, 64, 16, 3, 0)),
            "pdl": patched(ours, mg, "PDL", True)}
-    graphs = {name: graph_of(fn) for name, fn in fns.items()}  # "pdl" captured with the flag set (patched)
-    times = {name: [] for name in graphs}
-    for rnd in range(ROUNDS):
-        for name, gr in (list(graphs.items()) if rnd % 2 == 0 else list(reversed(graphs.items()))):
-            times[name].append(steady(gr))
+    times = steady_in_turns(fns, ROUNDS, SECONDS)  # "pdl" captured with the flag set (patched)
     med = {nm: statistics.median(v) for nm, v in times.items()}
     print(f"{m}x{n}x{k}, {ROUNDS} rounds of {SECONDS} s each, us a call median (min-max): "
           + ", ".join(f"{nm} {med[nm]:.1f} ({min(v):.1f}-{max(v):.1f})" for nm, v in times.items())
@@ -350,42 +319,16 @@ PY
 cat > /tmp/s37/gemm_group.py <<'PY'
 import statistics
 import sys
-import time
 
 import torch
 
 from kernels import _matmul_gluon as mg
 from kernels.matmul import matmul
+from kernels.tune_ab import steady_in_turns
 
-ROUNDS, SECONDS, REPS = int(sys.argv[1]), float(sys.argv[2]), 20
+ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096), (4096, 5120, 3072), (2048, 2048, 2048)]
 
-
-def graph_of(fn):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(REPS):
-            fn()
-    return g
-
-
-def steady(g):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    n, t0 = 0, time.time()
-    start.record()
-    while time.time() - t0 < SECONDS:
-        for _ in range(5):
-            g.replay()
-        n += 5
-        torch.cuda.synchronize()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) * 1e3 / (n * REPS)
 
 
 print("shipped WS_CONFIG", mg.WS_CONFIG, flush=True)
@@ -402,11 +345,7 @@ for m, n, k in SHAPES:
         fn()
         outs[name] = c.clone()
     same = torch.equal(outs["g8"], outs["shipped"])
-    graphs = {name: graph_of(fn) for name, fn in fns.items()}
-    times = {name: [] for name in graphs}
-    for rnd in range(ROUNDS):
-        for name, gr in (list(graphs.items()) if rnd % 2 == 0 else list(reversed(graphs.items()))):
-            times[name].append(steady(gr))
+    times = steady_in_turns(fns, ROUNDS, SECONDS)
     med = {nm: statistics.median(v) for nm, v in times.items()}
     print(f"{m}x{n}x{k} (shipped {'bitwise g8' if same else 'DIFFERS from g8'}), {ROUNDS} rounds of {SECONDS} s, "
           "us a call median (min-max): "
@@ -420,47 +359,21 @@ cat > /tmp/s37/gemm_variants.py <<'PY'
 import os
 import statistics
 import sys
-import time
 
 import torch
 
 from kernels import _matmul_gluon as mg
 from kernels.matmul import matmul
+from kernels.tune_ab import steady_in_turns
 
 # argv: rounds, seconds a round, variants (cublas, shipped, or a ws config as ws128_256_64_8_4_2)
-ROUNDS, SECONDS, NAMES, REPS = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3].split(","), 20
+ROUNDS, SECONDS, NAMES = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3].split(",")
 if os.environ.get("S37_BN64"):  # call 15: 128x64 tiles, which check_ws_config does not list
     mg.WS_BLOCK_N = (64, *mg.WS_BLOCK_N)
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096), (4096, 5120, 3072), (2048, 2048, 2048)]
 if len(sys.argv) > 4:  # MxNxK,...
     SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[4].split(",")]
 
-
-def graph_of(fn):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(REPS):
-            fn()
-    return g
-
-
-def steady(g):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    n, t0 = 0, time.time()
-    start.record()
-    while time.time() - t0 < SECONDS:
-        for _ in range(5):
-            g.replay()
-        n += 5
-        torch.cuda.synchronize()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) * 1e3 / (n * REPS)
 
 
 def variant(name, a, b, c):
@@ -485,11 +398,7 @@ for m, n, k in SHAPES:
         fn()
         outs[name] = c.clone()
     same = all(torch.equal(o, outs["shipped"]) for nm, o in outs.items() if nm != "cublas")
-    graphs = {name: graph_of(fn) for name, fn in fns.items()}
-    times = {name: [] for name in graphs}
-    for rnd in range(ROUNDS):
-        for name, gr in (list(graphs.items()) if rnd % 2 == 0 else list(reversed(graphs.items()))):
-            times[name].append(steady(gr))
+    times = steady_in_turns(fns, ROUNDS, SECONDS)
     med = {nm: statistics.median(v) for nm, v in times.items()}
     print(f"{m}x{n}x{k} (ours {'bitwise the same' if same else 'NOT bitwise the same'}), {ROUNDS} rounds of "
           f"{SECONDS} s, us a call median (min-max): "
@@ -500,9 +409,6 @@ for m, n, k in SHAPES:
               f"/{ROUNDS})" for nm, v in times.items() if nm not in ("cublas", "shipped")), flush=True)
 PY
 
-# graph_of / steady of gemm_variants.py, for gemm_route.py
-sed -n '1,/^def variant/p' /tmp/s37/gemm_variants.py | sed '$d' | grep -v '^from kernels\|^print(' > /tmp/s37/gemm_steady_lib.py
-
 cat > /tmp/s37/gemm_route.py <<'PY'
 import os
 import statistics
@@ -512,10 +418,9 @@ import torch
 
 from kernels import _matmul_gluon as mg
 from kernels import matmul as mm
-from kernels.tune_ab import patched
+from kernels.tune_ab import patched, steady_in_turns
 
-sys.argv[3:] = ["cublas"]  # the lib reads its variants from argv[3]
-exec(open("/tmp/s37/gemm_steady_lib.py").read())  # graph_of, steady, ROUNDS, SECONDS, REPS
+ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [(1024, 1024, 1024), (1536, 1536, 1536), (1024, 2048, 2048), (2048, 2048, 2048), (2048, 3072, 2048),
           (1536, 4096, 4096), (3072, 3072, 3072), (2560, 2560, 2560), (1024, 1024, 4096), (512, 4096, 4096),
           (256, 4096, 4096), (4096, 4096, 4096)]
@@ -536,11 +441,7 @@ for m, n, k in SHAPES:
         c.zero_()
         fn()
         errs.append(f"{name} {((c.float() - ref).abs().max() / ref.abs().max()).item():.1e}")
-    graphs = {name: graph_of(fn) for name, fn in fns.items()}
-    times = {name: [] for name in graphs}
-    for rnd in range(ROUNDS):
-        for name, gr in (list(graphs.items()) if rnd % 2 == 0 else list(reversed(graphs.items()))):
-            times[name].append(steady(gr))
+    times = steady_in_turns(fns, ROUNDS, SECONDS)
     med = {nm: statistics.median(v) for nm, v in times.items()}
     route = ("gluon " + str(mg.default_config(m, n, sms))) if mm.gluon_default(m, n, aligned=True) else "as before"
     print(f"{m}x{n}x{k} (new: {route}; errors {', '.join(errs)}): "

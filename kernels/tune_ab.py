@@ -1,5 +1,6 @@
 """A/B helpers for the session device scripts (``kernels/device_s*.sh``): a kernel module's variant as a copy of its
-source with a few lines replaced, and a callable run with one module attribute patched.
+source with a few lines replaced, a callable run with one module attribute patched, and timings in the power-capped
+steady state (:func:`steady_in_turns`).
 
 Device machines get the working tree without git history, so a variant (an experiment flag flipped, or an older
 version carried as an untracked file) is loaded as a module copy beside the shipped module and swapped in for the
@@ -17,10 +18,14 @@ import os
 import re
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterable
+from functools import partial
 from types import ModuleType
 from typing import Any
 from unittest import mock
+
+from kernels.tune_cases import rounds_in_turns
 
 
 def module_copy(name: str, path: str, subs: Iterable[tuple[str, str]] = (), workdir: str | None = None) -> ModuleType:
@@ -63,3 +68,45 @@ def patched(run: Callable[[], Any], target: Any, attr: str, value: Any) -> Calla
             return run()
 
     return go
+
+
+def graph_of(fn: Callable[[], Any], reps: int = 20) -> Any:
+    """A CUDA graph of ``reps`` calls of ``fn`` (one call first on a side stream, as capture wants)."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(reps):
+            fn()
+    return graph
+
+
+def steady_us(graph: Any, seconds: float, reps: int = 20) -> float:
+    """Microseconds a call: ``graph`` (of ``reps`` calls) replayed back to back for ``seconds``, the GPU loaded
+    throughout: the power-capped steady state, where a short timing catches whatever clock the card had."""
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    n, t0 = 0, time.time()
+    start.record()
+    while time.time() - t0 < seconds:
+        for _ in range(5):
+            graph.replay()
+        n += 5
+        torch.cuda.synchronize()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) * 1e3 / (n * reps)
+
+
+def steady_in_turns(fns: dict[str, Callable[[], Any]], rounds: int, seconds: float,
+                    reps: int = 20) -> dict[str, list[float]]:
+    """Each of ``fns`` captured once as a graph of ``reps`` calls, then :func:`steady_us` of each a round, in turns
+    (``tune_cases.rounds_in_turns``); each name's microseconds a call in round order."""
+    graphs = {name: graph_of(fn, reps) for name, fn in fns.items()}
+    return rounds_in_turns(graphs, rounds, timer=partial(steady_us, seconds=seconds, reps=reps))

@@ -381,24 +381,29 @@ def bench(fn, graph: bool = False) -> float:
     return tt.do_bench(fn, warmup=20, rep=60, return_mode="median")
 
 
-def in_turns(fns: dict, rounds: int, timer=None, on_error=None) -> dict:
+def rounds_in_turns(fns: dict, rounds: int, timer=None, on_error=None) -> dict:
     """Time each of ``fns`` (name -> callable) once a round, in the given order in even rounds and reversed in odd
-    ones (so no variant always follows the same one), over ``rounds`` rounds; the lowest time of each name (ms).
-    ``timer`` (default graph-timed :func:`bench`) returns ms; ``on_error(name, exc)`` is told of a failed timing
-    (default: raise), whose name is then left out."""
+    ones (so no variant always follows the same one), over ``rounds`` rounds; each name's times in round order.
+    ``timer`` (default graph-timed :func:`bench`) returns a time; ``on_error(name, exc)`` is told of a failed timing
+    (default: raise), which is then left out (a name that never timed is left out)."""
     timer = timer or (lambda fn: bench(fn, graph=True))
     times: dict = {}
     for rnd in range(rounds):
         for name, fn in (list(fns.items()) if rnd % 2 == 0 else list(reversed(fns.items()))):
             try:
-                ms = timer(fn)
+                t = timer(fn)
             except Exception as exc:
                 if on_error is None:
                     raise
                 on_error(name, exc)
                 continue
-            times[name] = min(ms, times.get(name, float("inf")))
+            times.setdefault(name, []).append(t)
     return times
+
+
+def in_turns(fns: dict, rounds: int, timer=None, on_error=None) -> dict:
+    """:func:`rounds_in_turns`' lowest time of each name (ms with the default timer)."""
+    return {name: min(ts) for name, ts in rounds_in_turns(fns, rounds, timer, on_error).items()}
 
 
 def dry_setup() -> None:

@@ -229,7 +229,7 @@ def finals(args, log, copy_tbps: float = 0.0) -> list[str]:
                 impls[f"ours-ws{','.join(map(str, cfg))}"] = partial(matmul.matmul, a, bb, ws=cfg)
             impls["ours-bws-repack-evict"] = partial(matmul.matmul, a, bb, misaligned_b="ws-repack",
                                                      repack=EVICT_REPACK)
-        elif matmul.gluon_default(m, n) and _mg.runnable(a, bb, a.new_empty((m, n))):
+        elif matmul.gluon_default(m, n, aligned=True) and _mg.runnable(a, bb, a.new_empty((m, n))):
             impls["ours-triton"] = partial(matmul.matmul, a, bb, gluon=False)  # the session-6 default path
         elif m > matmul.SMALL_M and _mg.runnable(a, bb, a.new_empty((m, n))):
             impls["ours-ws"] = partial(matmul.matmul, a, bb, ws=_mg.WS_CONFIG)
