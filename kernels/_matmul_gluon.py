@@ -35,11 +35,20 @@ WS_CONFIG: tuple = (128, 256, 64, 8, 3, 0)
 # 2048x3072x2048 1.12, 1536x4096x4096 1.12, 3072^3 1.07.
 WS_NARROW_CONFIG: tuple = (128, 128, 64, 8, 4, 0)
 NARROW_EFFICIENCY = 0.92
+# 128x64 tiles on an 8-stage ring (213 KB of shared memory), for the products whose 128x128 tiles leave many SMs
+# idle (H200, session 38 calls 1-2, steady state, x the 128x128 tiles: 128x4096x4096 1.72, 256x4096x4096 1.47,
+# 1024x1024x4096 1.45, 512x1024x4096 1.70, 1024^3 1.36; 0.98-1.01x cuBLAS at M 128-256, N = K = 4096).  At equal fill
+# they run at 0.87-0.93x the 128x128 tiles' rate (1024x2048x2048 0.90, 512x4096x4096 0.87, 128x14336x4096 0.93,
+# 2048x3072x2048 0.88), so about SLIM_EFFICIENCY of the wide tiles'.  8 stages over 6: 1.01-1.10x (call 2).
+WS_SLIM_CONFIG: tuple = (128, 64, 64, 8, 8, 0)
+SLIM_EFFICIENCY = 0.80
 # consumer registers after setmaxnreg, launch-time maxnreg (12 warps share the 64K register file; the producer
 # warpgroup keeps (168 * 384 - 208 * 256) / 128 = 88 per thread)
 CONSUMER_REGS, MAXNREG = 208, 168
-# what a ws config may hold (built and GPU-tested combinations: kernels/NOTES.md, session 8)
-WS_BLOCK_M, WS_BLOCK_N, WS_BLOCK_K, WS_STAGES, WS_EPI = (128,), (128, 256), (64,), (3, 4), (0, 1)
+# what a ws config may hold (built and GPU-tested combinations: kernels/NOTES.md, sessions 8 and 38); more than 4
+# stages only for 64-column tiles (WS_DEEP_BLOCK_N: 128x128 tiles build at 5-6 but were not faster, session 38)
+WS_BLOCK_M, WS_BLOCK_N, WS_BLOCK_K, WS_STAGES, WS_EPI = (128,), (64, 128, 256), (64,), (3, 4, 6, 8), (0, 1)
+WS_DEEP_BLOCK_N = (64,)
 _broken: list[str] = []  # the default config's build error, once it failed to build here
 _broken_cluster: list[str] = []  # the clustered build's error, once it failed (the PTX rewrite or the build)
 if matmul_ws_kernel is not None:
@@ -52,24 +61,26 @@ if matmul_ws_kernel is not None:
 def check_ws_config(config: tuple) -> tuple:
     """``config`` as (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, EPI), or ValueError naming what it may hold."""
     allowed = (f"(BLOCK_M in {WS_BLOCK_M}, BLOCK_N in {WS_BLOCK_N}, BLOCK_K in {WS_BLOCK_K}, GROUP_M >= 1, "
-               f"STAGES in {WS_STAGES}, EPI in {WS_EPI})")
+               f"STAGES in {WS_STAGES}, more than 4 only with BLOCK_N in {WS_DEEP_BLOCK_N}, EPI in {WS_EPI})")
     if not isinstance(config, tuple) or len(config) != 6 or not all(isinstance(v, int) for v in config):
         raise ValueError(f"ws must be a tuple of 6 ints {allowed}, got {config!r}")
     bm, bn, bk, group, stages, epi = config
     if bm not in WS_BLOCK_M or bn not in WS_BLOCK_N or bk not in WS_BLOCK_K or group < 1 or stages not in WS_STAGES \
-            or epi not in WS_EPI:
+            or (stages > 4 and bn not in WS_DEEP_BLOCK_N) or epi not in WS_EPI:
         raise ValueError(f"ws config {config} is not one the Gluon GEMM builds: {allowed}")
     return config
 
 
 def default_config(m: int, n: int, sms: int) -> tuple:
-    """WS_CONFIG, or WS_NARROW_CONFIG where its tiles fill the ``sms`` SMs' rounds enough better to make up for
-    their lower rate (``NARROW_EFFICIENCY``)."""
+    """Of WS_CONFIG, WS_NARROW_CONFIG and WS_SLIM_CONFIG the one whose tiles' fill of the ``sms`` SMs' rounds, times
+    its rate against the wide tiles' (1, ``NARROW_EFFICIENCY``, ``SLIM_EFFICIENCY``), is highest; the wider on a
+    tie."""
     def fill(config: tuple) -> float:  # the share of the rounds' SM slots that the output tiles fill
         tiles = triton.cdiv(m, config[0]) * triton.cdiv(n, config[1])
         return tiles / (triton.cdiv(tiles, sms) * sms)
 
-    return WS_NARROW_CONFIG if fill(WS_NARROW_CONFIG) * NARROW_EFFICIENCY > fill(WS_CONFIG) else WS_CONFIG
+    rated = ((WS_CONFIG, 1.0), (WS_NARROW_CONFIG, NARROW_EFFICIENCY), (WS_SLIM_CONFIG, SLIM_EFFICIENCY))
+    return max(rated, key=lambda cr: fill(cr[0]) * cr[1])[0]  # max keeps the first of equals
 
 
 def runnable(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:

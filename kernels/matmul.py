@@ -189,7 +189,8 @@ GLUON_MIN_TILES = 132  # at least one wave of its 128x256 tiles
 # kernel that took them slower at every such shape timed, M 128-2048, N 1024-14336).  H200, steady state, this rule x
 # the routes before it: 1024^3 1.91, 1536^3 1.16, 1024x2048x2048 1.74, 2048^3 1.09, 1024x1024x4096 1.99 (call 11,
 # with M and N from 1024); M 128 / 256 / 512 / 768 at N = K = 4096 1.96 / 1.97 / 1.63 / 1.07, 512x1024x4096 1.99,
-# 256x14336x4096 1.04 (call 13, the kernel's tiles as default_config picks them).  x cuBLAS still 0.45-0.97 there.
+# 256x14336x4096 1.04 (call 13, the kernel's tiles as default_config picks them).  x cuBLAS still 0.45-0.97 there,
+# until session 38's 128x64 tiles (``_matmul_gluon.WS_SLIM_CONFIG``) for those whose 128x128 tiles leave SMs idle.
 GLUON_MIN_M = 128
 GLUON_MIN_N = 1024
 

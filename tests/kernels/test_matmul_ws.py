@@ -12,7 +12,8 @@ from kernels.reference import rel_err
 from tests.kernels.test_attention import _captured
 from tests.kernels.test_matmul import check_matmul
 
-WS_CFGS = [(128, 256, 64, 8, 3, 0), (128, 256, 64, 8, 4, 1), (128, 128, 64, 8, 4, 0), (128, 256, 64, 1, 3, 0)]
+WS_CFGS = [(128, 256, 64, 8, 3, 0), (128, 256, 64, 8, 4, 1), (128, 128, 64, 8, 4, 0), (128, 64, 64, 8, 8, 0),
+           (128, 64, 64, 8, 6, 1), (128, 256, 64, 1, 3, 0)]
 
 
 @pytest.mark.parametrize("how", ["ws", "ws-tma", "ws-repack", "ws-mc"])
@@ -75,20 +76,28 @@ def test_gluon_default_rule():
     assert not mm.gluon_default(64, 4096, aligned=True)
 
 
-@pytest.mark.parametrize(("m", "n", "narrow"), [
-    (1024, 1024, True),  # 32 wide tiles (0.24 of a round) against 64 narrow (0.48)
-    (2048, 3072, True),  # 192 wide tiles in 2 rounds (0.73) against 384 narrow in 3 (0.97)
-    (2048, 2048, False),  # 128 wide tiles fill 0.97 of a round: the narrow ones' 0.97 loses at their rate
-    (4096, 4096, False), (8192, 8192, False), (4096, 14336, False), (4000, 5000, False)])
-def test_gluon_default_config_fills_the_rounds(m, n, narrow):
-    assert mg.default_config(m, n, 132) == (mg.WS_NARROW_CONFIG if narrow else mg.WS_CONFIG)
+@pytest.mark.parametrize(("m", "n", "tiles"), [
+    (1024, 2048, "narrow"),  # 64 wide tiles (0.48 of a round) against 128 narrow (0.97) and 256 slim (0.97)
+    (2048, 3072, "narrow"),  # 192 wide tiles in 2 rounds (0.73) against 384 narrow in 3 (0.97)
+    (512, 4096, "narrow"), (128, 14336, "narrow"),  # slim tiles fill as much as the narrow ones, at a lower rate
+    (1024, 1024, "slim"),  # 32 wide tiles (0.24 of a round), 64 narrow (0.48), 128 slim (0.97)
+    (128, 4096, "slim"), (256, 4096, "slim"), (512, 1024, "slim"),
+    (2048, 2048, "wide"),  # 128 wide tiles fill 0.97 of a round: the narrower ones' 0.97 loses at their rates
+    (256, 14336, "wide"), (4096, 4096, "wide"), (8192, 8192, "wide"), (4096, 14336, "wide"), (4000, 5000, "wide")])
+def test_gluon_default_config_fills_the_rounds(m, n, tiles):
+    want = {"wide": mg.WS_CONFIG, "narrow": mg.WS_NARROW_CONFIG, "slim": mg.WS_SLIM_CONFIG}[tiles]
+    assert mg.default_config(m, n, 132) == want
 
 
-def test_gluon_default_config_weighs_the_narrow_tiles_rate(monkeypatch):
-    """At a rate equal to the wide tiles' the narrow ones win wherever they fill more; at none they never do."""
+def test_gluon_default_config_weighs_the_tiles_rates(monkeypatch):
+    """At a rate equal to the wide tiles' the narrower ones win wherever they fill more; at none they never do."""
     assert mg.default_config(5120, 5120, 132) == mg.WS_CONFIG  # 800 wide tiles fill 0.87, 1600 narrow 0.93
     monkeypatch.setattr(mg, "NARROW_EFFICIENCY", 1.0)
     assert mg.default_config(5120, 5120, 132) == mg.WS_NARROW_CONFIG
+    monkeypatch.setattr(mg, "SLIM_EFFICIENCY", 1.0)  # 3200 slim tiles fill 0.98
+    assert mg.default_config(5120, 5120, 132) == mg.WS_SLIM_CONFIG
+    monkeypatch.setattr(mg, "SLIM_EFFICIENCY", 0.0)
+    assert mg.default_config(1024, 1024, 132) == mg.WS_NARROW_CONFIG
     monkeypatch.setattr(mg, "NARROW_EFFICIENCY", 0.0)
     assert mg.default_config(1024, 1024, 132) == mg.WS_CONFIG
 
@@ -104,7 +113,8 @@ def test_ws_config_rejected_where_it_cannot_run(device):
 
 @pytest.mark.parametrize("cfg", [(64, 256, 64, 8, 3, 0), (128, 192, 64, 8, 3, 0), (128, 256, 32, 8, 3, 0),
                                  (128, 256, 64, 0, 3, 0), (128, 256, 64, 8, 2, 0), (128, 256, 64, 8, 3, 2),
-                                 (128, 256, 64, 8, 3), [128, 256, 64, 8, 3, 0]])
+                                 (128, 256, 64, 8, 3), [128, 256, 64, 8, 3, 0], (128, 256, 64, 8, 8, 0),
+                                 (128, 128, 64, 8, 6, 0), (128, 64, 64, 8, 5, 0)])
 def test_ws_config_checked_before_anything_runs(cfg, device):
     """A ws config outside what the kernel builds is a ValueError naming the allowed values, on any machine,
     before a launch (a build failure of an explicit config would otherwise have nothing to say)."""
@@ -112,7 +122,8 @@ def test_ws_config_checked_before_anything_runs(cfg, device):
     b = torch.randn(40, 104, dtype=torch.bfloat16, device=device)
     with pytest.raises(ValueError, match=r"ws .*BLOCK_M in \(128,\)"):
         matmul(a, b, ws=cfg)
-    assert mg.check_ws_config(mg.WS_CONFIG) == mg.WS_CONFIG
+    for config in (mg.WS_CONFIG, mg.WS_NARROW_CONFIG, mg.WS_SLIM_CONFIG):
+        assert mg.check_ws_config(config) == config
 
 
 def test_runnable_needs_aligned_rows(device):
@@ -139,7 +150,7 @@ def test_matmul_gpu_ws_misaligned(m, n, k, cfg, gen):
 @pytest.mark.gpu
 @pytest.mark.parametrize(("m", "n", "k", "dtype"), [(4096, 4096, 4096, torch.bfloat16), (1000, 1024, 777 + 7,
                                                     torch.float16), (256, 512, 64, torch.bfloat16)])
-@pytest.mark.parametrize("cfg", WS_CFGS[:3])
+@pytest.mark.parametrize("cfg", WS_CFGS[:5])
 def test_matmul_gpu_ws_aligned(m, n, k, dtype, cfg, gen):
     """B pitch a multiple of 128 bytes: B through TMA."""
     check_matmul(m, n, k, dtype, "cuda", gen, ref_dtype=torch.float32, ws=cfg)
@@ -170,7 +181,8 @@ def test_matmul_gpu_default_routes(gluon, m, n, k, dtype, gen):
 @pytest.mark.gpu
 @pytest.mark.parametrize(("m", "n", "k", "dtype"), [
     (1024, 1024, 1024, torch.bfloat16), (2048, 3072, 2048, torch.float16), (2048, 2048, 2048, torch.bfloat16),
-    (1030, 1152, 712, torch.bfloat16), (130, 4096, 1024, torch.bfloat16)])  # ragged M, N, K; pitches TMA reads
+    (1030, 1152, 712, torch.bfloat16), (130, 4096, 1024, torch.bfloat16),  # ragged M, N, K; pitches TMA reads
+    (256, 4096, 4096, torch.float16), (200, 2048, 1032, torch.bfloat16), (1024, 2048, 2048, torch.bfloat16)])
 def test_matmul_gpu_small_aligned_take_the_gluon_kernel(m, n, k, dtype, gen):
     """Under a wave of wide tiles a B that TMA reads goes to the Gluon kernel on default_config's tiles (ragged edges
     clipped by the copy engine): the default's output is that kernel's, bitwise, and right."""

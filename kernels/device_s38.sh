@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# Session-38 device calls (issue 16), H200s only again: bash kernels/device_s38.sh CALL (OUT set by the tool).  Every
+# step is guarded by `timeout`.  Timing: the power-capped steady state (kernels/tune_ab.steady_in_turns: a graph of 20
+# calls replayed back to back for a set time, the variants in turns, medians).
+# call1: GEMMs of M 128-1024 that leave SMs idle on the Gluon kernel's 128x128 tiles (session 37's lead): cuBLAS, the
+#        shipped route, the Gluon kernel on 128x64 tiles (BLOCK_N 64 patched into WS_BLOCK_N; 4 and 6 stages), and the
+#        Triton TMA kernel of the decode-sized GEMMs (matmul_splitk_tma: 64-row tiles, K unsplit or split 2-4); errors
+#        against fp32 beside cuBLAS's; cuBLAS's kernel names from torch.profiler (its tiles).
+# call2: the Gluon kernel's narrow tiles deeper: 128x64 at 6 and 8 stages and with 128-wide K steps (4 stages), 128x128
+#        at 4 (shipped), 5 and 6 stages, at eleven shapes of M 128-2048 (all built offline first).
+# call3: the 128x64 tiles as a third default (`_matmul_gluon.WS_SLIM_CONFIG`, `SLIM_EFFICIENCY` 0.80) against the rule
+#        before it (SLIM_EFFICIENCY 0) and cuBLAS, steady state, errors against fp32; then the GEMM GPU tests.
+# call4: GEMMs of M 65-127 (the Triton kernel's, below GLUON_MIN_M) and call 3's loss at 130x4096x1024 (a second tile
+#        row of 2 rows): cuBLAS, the shipped route, the Gluon kernel's 128x64 and 128x128 tiles, the Triton TMA kernel's
+#        64-row tiles, as call 1.
+set -o pipefail
+export PYTHONUNBUFFERED=1 PYTHONPATH=.
+CALL=${1:-call1}
+GPU_TAG=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -q H200 && echo h200 || echo h100)
+LOG=$OUT/kernels_${GPU_TAG}_s38_${CALL}
+{
+  date -u
+  nvidia-smi --query-gpu=name,uuid,driver_version,pci.bus_id,clocks.max.sm,power.limit --format=csv
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
+} 2>&1 | tee "${LOG}_env.txt"
+mkdir -p /tmp/s38
+
+cat > /tmp/s38/gemm_smallm.py <<'PY'
+import os
+import statistics
+import sys
+
+import torch
+
+from kernels import _matmul_gluon as mg
+from kernels.matmul import matmul
+from kernels.matmul_splitk import matmul_splitk_tma
+from kernels.tune_ab import steady_in_turns
+
+# argv: rounds, seconds a round, variants, shapes MxNxK,...  Variants: cublas; shipped; ws<BM>_<BN>_<BK>_<G>_<S>_<E>
+# (the Gluon kernel); tk<split>_<BN>_<BK>_<warps>_<stages> (matmul_splitk_tma, host descriptors, 64-row tiles)
+ROUNDS, SECONDS, NAMES = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3].split(",")
+SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[4].split(",")]
+if os.environ.get("S38_BN64"):  # 128x64 tiles, 128-wide K steps, 5-8 stages: what check_ws_config does not list
+    mg.WS_BLOCK_N, mg.WS_BLOCK_K, mg.WS_STAGES = (64, 128, 256), (64, 128), (3, 4, 5, 6, 7, 8)
+
+
+def variant(name, a, b, c):
+    if name == "cublas":
+        return lambda: torch.matmul(a, b, out=c)
+    if name == "shipped":
+        return lambda: matmul(a, b, out=c)
+    cfg = tuple(int(x) for x in name[2:].split("_"))
+    if name.startswith("ws"):
+        return lambda: mg.matmul_ws(a, b, c, cfg)
+    return lambda: matmul_splitk_tma(a, b, c, (*cfg, True))
+
+
+def cublas_kernels(a, b, c):
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        torch.matmul(a, b, out=c)
+        torch.cuda.synchronize()
+    return sorted({e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA})
+
+
+for m, n, k in SHAPES:
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16, generator=g)
+    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    ref = a.float() @ b.float()
+    scale = ref.abs().max().item()
+    fns = {nm: variant(nm, a, b, c) for nm in NAMES}
+    errs, same = {}, {}
+    shipped = None
+    for name, fn in list(fns.items()):
+        c.fill_(float("nan"))
+        try:
+            fn()
+            torch.cuda.synchronize()
+        except Exception as exc:  # a config that does not build or launch: said, left out
+            print(f"{m}x{n}x{k}: {name} failed: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+            del fns[name]
+            continue
+        errs[name] = (c.float() - ref).abs().max().item() / scale
+        if name == "shipped":
+            shipped = c.clone()
+        elif shipped is not None and name.startswith("ws"):
+            same[name] = torch.equal(c, shipped)
+    times = steady_in_turns(fns, ROUNDS, SECONDS)
+    med = {nm: statistics.median(v) for nm, v in times.items()}
+    tflops = {nm: 2 * m * n * k / (us * 1e-6) / 1e12 for nm, us in med.items()}
+    print(f"{m}x{n}x{k}: cuBLAS kernels {cublas_kernels(a, b, c)}", flush=True)
+    print(f"{m}x{n}x{k}, {ROUNDS} rounds of {SECONDS} s, us a call median (min-max) [TFLOPS; max err / max |ref|]: "
+          + ", ".join(f"{nm} {med[nm]:.2f} ({min(v):.2f}-{max(v):.2f}) [{tflops[nm]:.0f}; {errs[nm]:.1e}]"
+                      for nm, v in times.items())
+          + "; x cublas: " + ", ".join(f"{nm} {med['cublas'] / med[nm]:.3f}" for nm in med if nm != "cublas")
+          + "; x shipped: " + ", ".join(f"{nm} {med['shipped'] / med[nm]:.3f}" for nm in med
+                                        if nm not in ("cublas", "shipped"))
+          + "; ws bitwise the shipped's: " + ", ".join(f"{nm} {s}" for nm, s in same.items()), flush=True)
+PY
+
+cat > /tmp/s38/gemm_route.py <<'PY'
+import statistics
+import sys
+
+import torch
+
+from kernels import _matmul_gluon as mg
+from kernels.matmul import matmul
+from kernels.tune_ab import patched, steady_in_turns
+
+ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
+SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
+sms = torch.cuda.get_device_properties(0).multi_processor_count
+for m, n, k in SHAPES:
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16, generator=g)
+    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    ref = a.float() @ b.float()
+    new = lambda: matmul(a, b, out=c)  # noqa: E731
+    fns = {"cublas": lambda: torch.matmul(a, b, out=c), "new": new,
+           "before": patched(new, mg, "SLIM_EFFICIENCY", 0.0)}
+    errs = {}
+    for name, fn in fns.items():
+        c.fill_(float("nan"))
+        fn()
+        errs[name] = (c.float() - ref).abs().max().item() / ref.abs().max().item()
+    times = steady_in_turns(fns, ROUNDS, SECONDS)
+    med = {nm: statistics.median(v) for nm, v in times.items()}
+    print(f"{m}x{n}x{k} (new tiles {mg.default_config(m, n, sms)[:2]}), {ROUNDS} rounds of {SECONDS} s, us a call "
+          "median (min-max) [max err / max |ref|]: "
+          + ", ".join(f"{nm} {med[nm]:.2f} ({min(v):.2f}-{max(v):.2f}) [{errs[nm]:.1e}]" for nm, v in times.items())
+          + f"; x cublas: new {med['cublas'] / med['new']:.3f}, before {med['cublas'] / med['before']:.3f}"
+          + f"; new x before {med['before'] / med['new']:.3f} (faster in "
+          + f"{sum(x < y for x, y in zip(times['new'], times['before']))}/{ROUNDS})", flush=True)
+PY
+
+case "$CALL" in
+  call1)
+    S38_BN64=1 timeout 420 python3 /tmp/s38/gemm_smallm.py 5 0.2 \
+      cublas,shipped,ws128_64_64_8_4_0,ws128_64_64_8_6_0,tk1_128_128_4_4,tk1_64_128_4_6,tk2_128_128_4_4,tk4_128_64_4_4 \
+      128x4096x4096,256x4096x4096,512x4096x4096,128x14336x4096,256x14336x4096,512x1024x4096,1024x1024x1024,1024x2048x2048,2048x2048x2048 \
+      2>&1 | tee "${LOG}_gemm_smallm.log"
+    ;;
+  call2)
+    S38_BN64=1 timeout 420 python3 /tmp/s38/gemm_smallm.py 5 0.2 \
+      cublas,shipped,ws128_64_64_8_6_0,ws128_64_64_8_8_0,ws128_64_128_8_4_0,ws128_128_64_8_4_0,ws128_128_64_8_5_0,ws128_128_64_8_6_0 \
+      128x4096x4096,256x4096x4096,512x4096x4096,128x14336x4096,512x1024x4096,1024x1024x1024,1024x2048x2048,1024x1024x4096,1536x4096x4096,768x4096x4096,2048x3072x2048 \
+      2>&1 | tee "${LOG}_gemm_stages.log"
+    ;;
+  call3)
+    timeout 200 python3 /tmp/s38/gemm_route.py 6 0.25 \
+      128x4096x4096,256x4096x4096,768x4096x4096,1024x1024x1024,1024x1024x4096,512x1024x4096,200x2048x1024,130x4096x1024,256x11008x4096,2048x1024x1024 \
+      2>&1 | tee "${LOG}_gemm_route.log"
+    timeout 300 python3 -m pytest tests/kernels/test_matmul.py tests/kernels/test_matmul_ws.py -m gpu -q \
+      -p no:cacheprovider -n 8 2>&1 | tail -4 | tee "${LOG}_gpu_tests_matmul.log"
+    ;;
+  call4)
+    S38_BN64=1 timeout 420 python3 /tmp/s38/gemm_smallm.py 5 0.2 \
+      cublas,shipped,ws128_64_64_8_8_0,ws128_128_64_8_4_0,tk1_64_128_4_6,tk1_128_128_4_4,tk2_128_128_4_4 \
+      80x4096x4096,96x4096x4096,112x4096x4096,127x4096x4096,96x14336x4096,130x4096x1024,130x4096x4096,192x4096x1024,128x4096x1024,512x1024x4096,200x2048x1024 \
+      2>&1 | tee "${LOG}_gemm_m65.log"
+    ;;
+  *)
+    echo "unknown call $CALL" >&2
+    exit 2
+    ;;
+esac
