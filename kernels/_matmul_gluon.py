@@ -42,6 +42,11 @@ NARROW_EFFICIENCY = 0.92
 # 2048x3072x2048 0.88), so about SLIM_EFFICIENCY of the wide tiles'.  8 stages over 6: 1.01-1.10x (call 2).
 WS_SLIM_CONFIG: tuple = (128, 64, 64, 8, 8, 0)
 SLIM_EFFICIENCY = 0.80
+# ... but only where the last tile row holds at least SLIM_MIN_LAST_ROWS of A's rows: the rows of A's TMA box past M
+# are zero-filled by the copy engine at a cost like a read, and 64-column tiles ask for the box twice as often
+# (session 38 call 4, x the 128x128 tiles: 130x4096x4096, a second tile row of 2 rows, 0.72; 130x4096x1024 0.90;
+# 192x4096x1024, 64 rows, 1.04; 200x2048x1024 1.36; 80x4096x4096, one row of 80, 1.10).
+SLIM_MIN_LAST_ROWS = 64
 # consumer registers after setmaxnreg, launch-time maxnreg (12 warps share the 64K register file; the producer
 # warpgroup keeps (168 * 384 - 208 * 256) / 128 = 88 per thread)
 CONSUMER_REGS, MAXNREG = 208, 168
@@ -74,12 +79,14 @@ def check_ws_config(config: tuple) -> tuple:
 def default_config(m: int, n: int, sms: int) -> tuple:
     """Of WS_CONFIG, WS_NARROW_CONFIG and WS_SLIM_CONFIG the one whose tiles' fill of the ``sms`` SMs' rounds, times
     its rate against the wide tiles' (1, ``NARROW_EFFICIENCY``, ``SLIM_EFFICIENCY``), is highest; the wider on a
-    tie."""
+    tie; WS_SLIM_CONFIG only where the last tile row has at least SLIM_MIN_LAST_ROWS rows."""
     def fill(config: tuple) -> float:  # the share of the rounds' SM slots that the output tiles fill
         tiles = triton.cdiv(m, config[0]) * triton.cdiv(n, config[1])
         return tiles / (triton.cdiv(tiles, sms) * sms)
 
-    rated = ((WS_CONFIG, 1.0), (WS_NARROW_CONFIG, NARROW_EFFICIENCY), (WS_SLIM_CONFIG, SLIM_EFFICIENCY))
+    rated = [(WS_CONFIG, 1.0), (WS_NARROW_CONFIG, NARROW_EFFICIENCY)]
+    if m % WS_SLIM_CONFIG[0] == 0 or m % WS_SLIM_CONFIG[0] >= SLIM_MIN_LAST_ROWS:
+        rated.append((WS_SLIM_CONFIG, SLIM_EFFICIENCY))
     return max(rated, key=lambda cr: fill(cr[0]) * cr[1])[0]  # max keeps the first of equals
 
 

@@ -13,6 +13,9 @@
 # call4: GEMMs of M 65-127 (the Triton kernel's, below GLUON_MIN_M) and call 3's loss at 130x4096x1024 (a second tile
 #        row of 2 rows): cuBLAS, the shipped route, the Gluon kernel's 128x64 and 128x128 tiles, the Triton TMA kernel's
 #        64-row tiles, as call 1.
+# call5: from call 4, the Gluon kernel from M 65 (`matmul.GLUON_MIN_M` SMALL_M + 1, was 128) and the 128x64 tiles only
+#        where the last tile row holds 64 rows or more (`_matmul_gluon.SLIM_MIN_LAST_ROWS`), against the rule before
+#        (GLUON_MIN_M 128, SLIM_MIN_LAST_ROWS 0) as call 3; then the GEMM GPU tests.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -107,11 +110,17 @@ import sys
 import torch
 
 from kernels import _matmul_gluon as mg
+from kernels import matmul as mm
 from kernels.matmul import matmul
 from kernels.tune_ab import patched, steady_in_turns
 
 ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
+# the rule before: module.ATTR=value;... (call 3: the 128x64 tiles off)
+MODULES = {"matmul": mm, "_matmul_gluon": mg}
+BEFORE = [(MODULES[t.split("=")[0].split(".")[0]], t.split("=")[0].split(".")[1], float(t.split("=")[1])
+           if "." in t.split("=")[1] else int(t.split("=")[1]))
+          for t in (sys.argv[4] if len(sys.argv) > 4 else "_matmul_gluon.SLIM_EFFICIENCY=0.0").split(";")]
 sms = torch.cuda.get_device_properties(0).multi_processor_count
 for m, n, k in SHAPES:
     g = torch.Generator(device="cuda").manual_seed(0)
@@ -120,8 +129,10 @@ for m, n, k in SHAPES:
     c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     ref = a.float() @ b.float()
     new = lambda: matmul(a, b, out=c)  # noqa: E731
-    fns = {"cublas": lambda: torch.matmul(a, b, out=c), "new": new,
-           "before": patched(new, mg, "SLIM_EFFICIENCY", 0.0)}
+    before = new
+    for target, attr, value in BEFORE:
+        before = patched(before, target, attr, value)
+    fns = {"cublas": lambda: torch.matmul(a, b, out=c), "new": new, "before": before}
     errs = {}
     for name, fn in fns.items():
         c.fill_(float("nan"))
@@ -162,6 +173,13 @@ case "$CALL" in
       cublas,shipped,ws128_64_64_8_8_0,ws128_128_64_8_4_0,tk1_64_128_4_6,tk1_128_128_4_4,tk2_128_128_4_4 \
       80x4096x4096,96x4096x4096,112x4096x4096,127x4096x4096,96x14336x4096,130x4096x1024,130x4096x4096,192x4096x1024,128x4096x1024,512x1024x4096,200x2048x1024 \
       2>&1 | tee "${LOG}_gemm_m65.log"
+    ;;
+  call5)
+    timeout 200 python3 /tmp/s38/gemm_route.py 6 0.25 \
+      65x4096x4096,80x4096x4096,96x4096x4096,112x4096x4096,127x4096x4096,96x14336x4096,100x1024x4096,130x4096x4096,130x4096x1024,192x4096x1024,256x4096x4096 \
+      "matmul.GLUON_MIN_M=128;_matmul_gluon.SLIM_MIN_LAST_ROWS=0" 2>&1 | tee "${LOG}_gemm_route.log"
+    timeout 300 python3 -m pytest tests/kernels/test_matmul.py tests/kernels/test_matmul_ws.py -m gpu -q \
+      -p no:cacheprovider -n 8 2>&1 | tail -4 | tee "${LOG}_gpu_tests_matmul.log"
     ;;
   *)
     echo "unknown call $CALL" >&2

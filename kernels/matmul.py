@@ -191,7 +191,9 @@ GLUON_MIN_TILES = 132  # at least one wave of its 128x256 tiles
 # with M and N from 1024); M 128 / 256 / 512 / 768 at N = K = 4096 1.96 / 1.97 / 1.63 / 1.07, 512x1024x4096 1.99,
 # 256x14336x4096 1.04 (call 13, the kernel's tiles as default_config picks them).  x cuBLAS still 0.45-0.97 there,
 # until session 38's 128x64 tiles (``_matmul_gluon.WS_SLIM_CONFIG``) for those whose 128x128 tiles leave SMs idle.
-GLUON_MIN_M = 128
+# Session 38 call 4 found the Triton kernel 2-3x slower than the Gluon kernel's tiles at M 65-127 too (80 / 96 / 112 /
+# 127 x 4096 x 4096: 43 us against 13-20, 0.22-0.35x cuBLAS; 96x14336x4096 1.26x), so from SMALL_M + 1 rows.
+GLUON_MIN_M = SMALL_M + 1
 GLUON_MIN_N = 1024
 
 

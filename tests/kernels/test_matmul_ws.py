@@ -71,9 +71,10 @@ def test_gluon_default_rule():
     # under a wave, a B that TMA reads: from GLUON_MIN_M rows and GLUON_MIN_N columns
     assert mm.gluon_default(1024, 1024, aligned=True) and mm.gluon_default(2048, 2048, aligned=True)
     assert mm.gluon_default(128, 4096, aligned=True) and mm.gluon_default(512, 1024, aligned=True)
+    assert mm.gluon_default(65, 4096, aligned=True) and mm.gluon_default(127, 1024, aligned=True)
     assert not mm.gluon_default(2048, 2048)  # 128 tiles, B misaligned: the repack route as before
-    assert not mm.gluon_default(4096, 1000, aligned=True) and not mm.gluon_default(127, 4096, aligned=True)
-    assert not mm.gluon_default(64, 4096, aligned=True)
+    assert not mm.gluon_default(4096, 1000, aligned=True) and not mm.gluon_default(127, 1016, aligned=True)
+    assert not mm.gluon_default(64, 4096, aligned=True)  # decode-sized: the TMA kernel's transposed tiles
 
 
 @pytest.mark.parametrize(("m", "n", "tiles"), [
@@ -81,7 +82,8 @@ def test_gluon_default_rule():
     (2048, 3072, "narrow"),  # 192 wide tiles in 2 rounds (0.73) against 384 narrow in 3 (0.97)
     (512, 4096, "narrow"), (128, 14336, "narrow"),  # slim tiles fill as much as the narrow ones, at a lower rate
     (1024, 1024, "slim"),  # 32 wide tiles (0.24 of a round), 64 narrow (0.48), 128 slim (0.97)
-    (128, 4096, "slim"), (256, 4096, "slim"), (512, 1024, "slim"),
+    (128, 4096, "slim"), (256, 4096, "slim"), (512, 1024, "slim"), (80, 4096, "slim"), (192, 4096, "slim"),
+    (130, 4096, "narrow"), (319, 2048, "narrow"),  # last tile rows of 2 and 63 rows: A's box mostly zero-filled
     (2048, 2048, "wide"),  # 128 wide tiles fill 0.97 of a round: the narrower ones' 0.97 loses at their rates
     (256, 14336, "wide"), (4096, 4096, "wide"), (8192, 8192, "wide"), (4096, 14336, "wide"), (4000, 5000, "wide")])
 def test_gluon_default_config_fills_the_rounds(m, n, tiles):
@@ -182,7 +184,8 @@ def test_matmul_gpu_default_routes(gluon, m, n, k, dtype, gen):
 @pytest.mark.parametrize(("m", "n", "k", "dtype"), [
     (1024, 1024, 1024, torch.bfloat16), (2048, 3072, 2048, torch.float16), (2048, 2048, 2048, torch.bfloat16),
     (1030, 1152, 712, torch.bfloat16), (130, 4096, 1024, torch.bfloat16),  # ragged M, N, K; pitches TMA reads
-    (256, 4096, 4096, torch.float16), (200, 2048, 1032, torch.bfloat16), (1024, 2048, 2048, torch.bfloat16)])
+    (256, 4096, 4096, torch.float16), (200, 2048, 1032, torch.bfloat16), (1024, 2048, 2048, torch.bfloat16),
+    (96, 4096, 4096, torch.bfloat16), (65, 1024, 520, torch.float16), (130, 4096, 1024, torch.bfloat16)])
 def test_matmul_gpu_small_aligned_take_the_gluon_kernel(m, n, k, dtype, gen):
     """Under a wave of wide tiles a B that TMA reads goes to the Gluon kernel on default_config's tiles (ragged edges
     clipped by the copy engine): the default's output is that kernel's, bitwise, and right."""
