@@ -42,6 +42,13 @@ NARROW_EFFICIENCY = 0.92
 # 2048x3072x2048 0.88), so about SLIM_EFFICIENCY of the wide tiles'.  8 stages over 6: 1.01-1.10x (call 2).
 WS_SLIM_CONFIG: tuple = (128, 64, 64, 8, 8, 0)
 SLIM_EFFICIENCY = 0.80
+# 128x192 tiles (128 + 64 columns: WS_SPLIT_BLOCK_N) on a 4-stage ring, B by TMA: cuBLAS's at 768-1536 x 4096 x 4096
+# (132 tiles a round at N = 4096).  H200, session 38 call 6b, steady state, x the shipped tiles: 768x4096x4096 1.13
+# (x cuBLAS 0.86 -> 0.97), 3072^3 1.10 (0.91 -> 1.00), 1536x4096x4096 1.03, 2048x3072x2048 1.03; where the wide tiles
+# fill the rounds they lose (4096^3 0.89, 6144x4096x4096 0.96, 8192^3 0.99); 3 stages 5-29 % slower than 4.  At
+# more than a round their rate is 0.96-0.97 of the wide tiles' (8192^3, 4096^3), at one 0.85 (768x4096x4096).
+WS_MID_CONFIG: tuple = (128, 192, 64, 8, 4, 0)
+MID_EFFICIENCY = 0.94
 # ... but only where the last tile row holds at least SLIM_MIN_LAST_ROWS of A's rows: the rows of A's TMA box past M
 # are zero-filled by the copy engine at a cost like a read, and 64-column tiles ask for the box twice as often
 # (session 38 call 4, x the 128x128 tiles: 130x4096x4096, a second tile row of 2 rows, 0.72; 130x4096x1024 0.90;
@@ -52,8 +59,11 @@ SLIM_MIN_LAST_ROWS = 64
 CONSUMER_REGS, MAXNREG = 208, 168
 # what a ws config may hold (built and GPU-tested combinations: kernels/NOTES.md, sessions 8 and 38); more than 4
 # stages only for 64-column tiles (WS_DEEP_BLOCK_N: 128x128 tiles build at 5-6 but were not faster, session 38)
-WS_BLOCK_M, WS_BLOCK_N, WS_BLOCK_K, WS_STAGES, WS_EPI = (128,), (64, 128, 256), (64,), (3, 4, 6, 8), (0, 1)
+WS_BLOCK_M, WS_BLOCK_N, WS_BLOCK_K, WS_STAGES, WS_EPI = (128,), (64, 128, 192, 256), (64,), (3, 4, 6, 8), (0, 1)
 WS_DEEP_BLOCK_N = (64,)
+# tile widths that are not a power of two (Gluon's shapes are): computed as BLOCK_N + BLOCK_N2 columns through two
+# descriptors and buffers (``matmul_ws_kernel``'s BLOCK_N2), B by TMA, stored by TMA (EPI 0), unclustered
+WS_SPLIT_BLOCK_N = {192: (128, 64)}
 _broken: list[str] = []  # the default config's build error, once it failed to build here
 _broken_cluster: list[str] = []  # the clustered build's error, once it failed (the PTX rewrite or the build)
 if matmul_ws_kernel is not None:
@@ -66,25 +76,28 @@ if matmul_ws_kernel is not None:
 def check_ws_config(config: tuple) -> tuple:
     """``config`` as (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, EPI), or ValueError naming what it may hold."""
     allowed = (f"(BLOCK_M in {WS_BLOCK_M}, BLOCK_N in {WS_BLOCK_N}, BLOCK_K in {WS_BLOCK_K}, GROUP_M >= 1, "
-               f"STAGES in {WS_STAGES}, more than 4 only with BLOCK_N in {WS_DEEP_BLOCK_N}, EPI in {WS_EPI})")
+               f"STAGES in {WS_STAGES}, more than 4 only with BLOCK_N in {WS_DEEP_BLOCK_N}, EPI in {WS_EPI}, "
+               f"EPI 0 with BLOCK_N in {tuple(WS_SPLIT_BLOCK_N)})")
     if not isinstance(config, tuple) or len(config) != 6 or not all(isinstance(v, int) for v in config):
         raise ValueError(f"ws must be a tuple of 6 ints {allowed}, got {config!r}")
     bm, bn, bk, group, stages, epi = config
     if bm not in WS_BLOCK_M or bn not in WS_BLOCK_N or bk not in WS_BLOCK_K or group < 1 or stages not in WS_STAGES \
-            or (stages > 4 and bn not in WS_DEEP_BLOCK_N) or epi not in WS_EPI:
+            or (stages > 4 and bn not in WS_DEEP_BLOCK_N) or epi not in WS_EPI or (bn in WS_SPLIT_BLOCK_N and epi):
         raise ValueError(f"ws config {config} is not one the Gluon GEMM builds: {allowed}")
     return config
 
 
-def default_config(m: int, n: int, sms: int) -> tuple:
-    """Of WS_CONFIG, WS_NARROW_CONFIG and WS_SLIM_CONFIG the one whose tiles' fill of the ``sms`` SMs' rounds, times
-    its rate against the wide tiles' (1, ``NARROW_EFFICIENCY``, ``SLIM_EFFICIENCY``), is highest; the wider on a
-    tie; WS_SLIM_CONFIG only where the last tile row has at least SLIM_MIN_LAST_ROWS rows."""
+def default_config(m: int, n: int, sms: int, b_tma: bool = True) -> tuple:
+    """Of WS_CONFIG, WS_MID_CONFIG, WS_NARROW_CONFIG and WS_SLIM_CONFIG the one whose tiles' fill of the ``sms`` SMs'
+    rounds, times its rate against the wide tiles' (1, ``MID_EFFICIENCY``, ``NARROW_EFFICIENCY``,
+    ``SLIM_EFFICIENCY``), is highest; the wider on a tie; WS_MID_CONFIG only with ``b_tma`` (B read by TMA),
+    WS_SLIM_CONFIG only where the last tile row has at least SLIM_MIN_LAST_ROWS rows."""
     def fill(config: tuple) -> float:  # the share of the rounds' SM slots that the output tiles fill
         tiles = triton.cdiv(m, config[0]) * triton.cdiv(n, config[1])
         return tiles / (triton.cdiv(tiles, sms) * sms)
 
-    rated = [(WS_CONFIG, 1.0), (WS_NARROW_CONFIG, NARROW_EFFICIENCY)]
+    rated = [(WS_CONFIG, 1.0)] + ([(WS_MID_CONFIG, MID_EFFICIENCY)] if b_tma else [])
+    rated.append((WS_NARROW_CONFIG, NARROW_EFFICIENCY))
     if m % WS_SLIM_CONFIG[0] == 0 or m % WS_SLIM_CONFIG[0] >= SLIM_MIN_LAST_ROWS:
         rated.append((WS_SLIM_CONFIG, SLIM_EFFICIENCY))
     return max(rated, key=lambda cr: fill(cr[0]) * cr[1])[0]  # max keeps the first of equals
@@ -105,8 +118,8 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
               b_tma: bool | None = None, cluster: bool = False) -> bool:
     """``c = a @ b`` through the Gluon kernel (``config`` None: :func:`default_config`'s); False (nothing written)
     when it cannot be built here.  ``b_tma``: B through TMA too (default: only when its row pitch is a multiple of
-    128 bytes).  ``cluster``: in clusters of two CTAs, B by TMA multicast (WS_CONFIG's tiles; False, nothing
-    written, once that build failed)."""
+    128 bytes; always for tiles of WS_SPLIT_BLOCK_N's widths).  ``cluster``: in clusters of two CTAs, B by TMA
+    multicast (WS_CONFIG's tiles; False, nothing written, once that build failed)."""
     m, k = a.shape
     n = b.shape[1]
     sms = sm_count(a.device, 1)
@@ -114,22 +127,28 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
         return False
     if config is not None:
         config = check_ws_config(config)
-    bm, bn, bk, group, stages, epi = config or (WS_CONFIG if cluster else default_config(m, n, sms))
     if b_tma is None or cluster:
         b_tma = cluster or (b.stride(0) * b.element_size()) % 128 == 0
+    bm, bn, bk, group, stages, epi = config or (WS_CONFIG if cluster else default_config(m, n, sms, b_tma))
+    bn1, bn2 = WS_SPLIT_BLOCK_N.get(bn, (bn, 0))  # the kernel's BLOCK_N and BLOCK_N2
+    b_tma = b_tma or bn2 > 0
     a_desc = TensorDescriptor(a, [m, k], [a.stride(0), 1], [bm, bk], _layout([bm, bk], a.dtype))
-    b_box = [bk, bn // 2] if cluster else [bk, bn]  # with clusters each CTA copies half of B's tile
+    b_box = [bk, bn1 // 2] if cluster else [bk, bn1]  # with clusters each CTA copies half of B's tile
     b_desc = TensorDescriptor(b, [k, n], [b.stride(0), 1], b_box, _layout(b_box, a.dtype))
-    c_desc = TensorDescriptor(c, [m, n], [c.stride(0), 1], [bm // 2, bn], _layout([bm // 2, bn], a.dtype))
+    c_desc = TensorDescriptor(c, [m, n], [c.stride(0), 1], [bm // 2, bn1], _layout([bm // 2, bn1], a.dtype))
+    b2_desc = TensorDescriptor(b, [k, n], [b.stride(0), 1], [bk, bn2], _layout([bk, bn2], a.dtype)) if bn2 else b_desc
+    c2_desc = (TensorDescriptor(c, [m, n], [c.stride(0), 1], [bm // 2, bn2], _layout([bm // 2, bn2], a.dtype))
+               if bn2 else c_desc)
     if cluster:  # one program a CTA, the grid counts clusters of two (pairs of tile rows in a tile column)
         grid = (min(triton.cdiv(triton.cdiv(m, bm), 2) * triton.cdiv(n, bn), max(1, sms // 2)),)
     else:
         grid = (min(triton.cdiv(m, bm) * triton.cdiv(n, bn), sms),)
     try:
         matmul_ws_kernel[grid](a_desc, b_desc, c_desc, b, c, m, n, k, n // 8, b.stride(0) // 8, c.stride(0),
-                               BLOCK_N=bn, GROUP_M=group, STAGES=stages, B_TMA=bool(b_tma), EPI=epi,
-                               CONSUMER_REGS=CONSUMER_REGS, CLUSTER=2 if cluster else 1,
-                               CLUSTER_PTX=_ptx_cluster.VERSION if cluster else 0, num_warps=4, maxnreg=MAXNREG)
+                               b2_desc, c2_desc, BLOCK_N=bn1, GROUP_M=group, STAGES=stages, B_TMA=bool(b_tma),
+                               EPI=epi, CONSUMER_REGS=CONSUMER_REGS, CLUSTER=2 if cluster else 1,
+                               CLUSTER_PTX=_ptx_cluster.VERSION if cluster else 0, BLOCK_N2=bn2, num_warps=4,
+                               maxnreg=MAXNREG)
     except GLUON_BUILD_ERRORS as exc:  # compile, ptxas or resource errors (the PTX rewrite's): not a launch failure
         if cluster:  # the unclustered routes take over, said once
             gluon_build_failed(exc, _broken_cluster, "Gluon GEMM in clusters of two CTAs", "the repack route")

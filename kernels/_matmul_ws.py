@@ -16,6 +16,10 @@ One program per SM loops over (BLOCK_M, BLOCK_N) output tiles in grouped order. 
   through a TMA store (``EPI`` 0, staged in shared memory) or plain masked stores (``EPI`` 1: no staging
   buffer, room for a deeper ring; measured slower).
 
+Tiles of a width that is not a power of two (Gluon's shapes are), 192 columns, are computed as BLOCK_N + BLOCK_N2
+(128 + 64) columns: a second descriptor over B and one over C, a second ring buffer, accumulator and staging buffer,
+two wgmma groups a K step (B by TMA, TMA stores, unclustered).
+
 With ``CLUSTER`` = 2 (B through TMA) the programs run in clusters of two CTAs (``kernels/_ptx_cluster.py`` adds what
 Gluon cannot express to the PTX and launches the clusters): the two CTAs of a cluster take the output tiles of rows 2p
 and 2p + 1 of one column of tiles at the same time, and each copies one half of their common B tile, which the copy
@@ -73,8 +77,9 @@ def _items(num_pid_m, num_pid_n, CLUSTER: gl.constexpr):
 
 
 @gluon.jit
-def _producer(a_desc, b_desc, B, K, N8, SB8, a_s, b_s, a_ready, b_ready, empty, num_pid_m, num_pid_n,
-              GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr, CLUSTER: gl.constexpr):
+def _producer(a_desc, b_desc, b2_desc, B, K, N8, SB8, a_s, b_s, b2_s, a_ready, b_ready, empty, num_pid_m,
+              num_pid_n, GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr, CLUSTER: gl.constexpr,
+              BLOCK_N2: gl.constexpr):
     # the default partition (4 warps)
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
@@ -85,14 +90,15 @@ def _producer(a_desc, b_desc, B, K, N8, SB8, a_s, b_s, a_ready, b_ready, empty, 
     rows = gl.arange(0, BLOCK_K, layout=gl.SliceLayout(1, ld))
     cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, ld))
     HALF_N: gl.constexpr = BLOCK_N // 2
-    B_TMA_BYTES: gl.constexpr = CLUSTER * b_desc.block_type.nbytes if B_TMA else 0
+    B2_BYTES: gl.constexpr = b2_desc.block_type.nbytes if BLOCK_N2 > 0 else 0
+    B_TMA_BYTES: gl.constexpr = CLUSTER * b_desc.block_type.nbytes + B2_BYTES if B_TMA else 0
     k_tiles = gl.cdiv(K, BLOCK_K)
     j = 0
     first, end, step = _items(num_pid_m, num_pid_n, CLUSTER)
     for item in range(first, end, step):
         pid_m, pid_n = _tile(item, num_pid_m, num_pid_n, GROUP_M, CLUSTER)
         off_m = pid_m * BLOCK_M
-        off_n = pid_n * BLOCK_N
+        off_n = pid_n * (BLOCK_N + BLOCK_N2)
         offs_n = off_n + cols
         n_ok = gl.expand_dims(offs_n < N8 * 8, 0)
         col_ptrs = B + gl.expand_dims(offs_n, 0)
@@ -112,6 +118,9 @@ def _producer(a_desc, b_desc, B, K, N8, SB8, a_s, b_s, a_ready, b_ready, empty, 
                 async_copy.mbarrier_arrive(b_ready.index(s), increment_count=False)
             elif CLUSTER == 1:
                 tma.async_copy_global_to_shared(b_desc, [kt * BLOCK_K, off_n], a_ready.index(s), b_s.index(s))
+                if BLOCK_N2 > 0:  # the tile's last BLOCK_N2 columns, through their own descriptor and buffer
+                    tma.async_copy_global_to_shared(b2_desc, [kt * BLOCK_K, off_n + BLOCK_N], a_ready.index(s),
+                                                    b2_s.index(s))
             elif gl.program_id(0) % 2 == 0:
                 tma.async_copy_global_to_shared(b_desc, [kt * BLOCK_K, off_n], a_ready.index(s),
                                                 b_s.index(s).slice(0, HALF_N, dim=1))
@@ -122,23 +131,27 @@ def _producer(a_desc, b_desc, B, K, N8, SB8, a_s, b_s, a_ready, b_ready, empty, 
 
 
 @gluon.jit
-def _consumer(which: gl.constexpr, c_desc, C, M, N, K, scm, a_s, b_s, c_s, a_ready, b_ready, empty, num_pid_m,
-              num_pid_n, GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr, EPI: gl.constexpr,
-              CLUSTER: gl.constexpr):
+def _consumer(which: gl.constexpr, c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready,
+              empty, num_pid_m, num_pid_n, GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr,
+              EPI: gl.constexpr, CLUSTER: gl.constexpr, BLOCK_N2: gl.constexpr):
     BLOCK_M: gl.constexpr = a_s.shape[1]
     BLOCK_K: gl.constexpr = a_s.shape[2]
     BLOCK_N: gl.constexpr = b_s.shape[2]
     ROWS: gl.constexpr = BLOCK_M // 2
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                          instr_shape=[16, BLOCK_N, 16])
+    N2: gl.constexpr = BLOCK_N2 if BLOCK_N2 > 0 else 8
+    acc2_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                          instr_shape=[16, N2, 16])
     k_tiles = gl.cdiv(K, BLOCK_K)
     j = 0
     first, end, step = _items(num_pid_m, num_pid_n, CLUSTER)
     for item in range(first, end, step):
         pid_m, pid_n = _tile(item, num_pid_m, num_pid_n, GROUP_M, CLUSTER)
         r0 = pid_m * BLOCK_M + which * ROWS
-        off_n = pid_n * BLOCK_N
+        off_n = pid_n * (BLOCK_N + BLOCK_N2)
         acc = gl.zeros([ROWS, BLOCK_N], gl.float32, acc_layout)
+        acc2 = gl.zeros([ROWS, N2], gl.float32, acc2_layout)  # the last BLOCK_N2 columns (none: unused)
         for kt in range(k_tiles):
             s = j % STAGES
             ph = (j // STAGES) & 1
@@ -146,19 +159,31 @@ def _consumer(which: gl.constexpr, c_desc, C, M, N, K, scm, a_s, b_s, c_s, a_rea
             if not B_TMA:
                 mbarrier.wait(b_ready.index(s), ph)
                 fence_async_shared()  # B was written through the generic proxy (cp.async); wgmma reads async
-            acc = warpgroup_mma(a_s.index(s).slice(which * ROWS, ROWS, dim=0), b_s.index(s), acc, is_async=True)
-            acc = warpgroup_mma_wait(1, deps=(acc,))
+            a = a_s.index(s).slice(which * ROWS, ROWS, dim=0)
+            acc = warpgroup_mma(a, b_s.index(s), acc, is_async=True)
+            if BLOCK_N2 > 0:  # two groups a step: keep this step's in flight, the previous step's done
+                acc2 = warpgroup_mma(a, b2_s.index(s), acc2, is_async=True)
+                acc, acc2 = warpgroup_mma_wait(2, deps=(acc, acc2))
+            else:
+                acc = warpgroup_mma_wait(1, deps=(acc,))
             if kt > 0:
                 mbarrier.arrive(empty.index((j - 1) % STAGES), count=1)
             j += 1
-        acc = warpgroup_mma_wait(0, deps=(acc,))
+        if BLOCK_N2 > 0:
+            acc, acc2 = warpgroup_mma_wait(0, deps=(acc, acc2))
+        else:
+            acc = warpgroup_mma_wait(0, deps=(acc,))
         mbarrier.arrive(empty.index((j - 1) % STAGES), count=1)
         c = acc.to(c_desc.dtype)
         if EPI == 0:
-            tma.store_wait(0)  # the previous tile has left the staging buffer
+            tma.store_wait(0)  # the previous tile has left the staging buffers
             c_s.index(which).store(c)
+            if BLOCK_N2 > 0:
+                c2_s.index(which).store(acc2.to(c_desc.dtype))
             fence_async_shared()
             tma.async_copy_shared_to_global(c_desc, [r0, off_n], c_s.index(which))
+            if BLOCK_N2 > 0:
+                tma.async_copy_shared_to_global(c2_desc, [r0, off_n + BLOCK_N], c2_s.index(which))
         else:
             offs_m = r0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, acc_layout))
             offs_n = off_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, acc_layout))
@@ -169,44 +194,54 @@ def _consumer(which: gl.constexpr, c_desc, C, M, N, K, scm, a_s, b_s, c_s, a_rea
 
 
 @gluon.jit
-def _consumer0(c_desc, C, M, N, K, scm, a_s, b_s, c_s, a_ready, b_ready, empty, num_pid_m, num_pid_n,
-               GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr, EPI: gl.constexpr,
-               CLUSTER: gl.constexpr):
-    _consumer(0, c_desc, C, M, N, K, scm, a_s, b_s, c_s, a_ready, b_ready, empty, num_pid_m, num_pid_n, GROUP_M,
-              STAGES, B_TMA, EPI, CLUSTER)
+def _consumer0(c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready, empty, num_pid_m,
+               num_pid_n, GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr, EPI: gl.constexpr,
+               CLUSTER: gl.constexpr, BLOCK_N2: gl.constexpr):
+    _consumer(0, c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready, empty, num_pid_m,
+              num_pid_n, GROUP_M, STAGES, B_TMA, EPI, CLUSTER, BLOCK_N2)
 
 
 @gluon.jit
-def _consumer1(c_desc, C, M, N, K, scm, a_s, b_s, c_s, a_ready, b_ready, empty, num_pid_m, num_pid_n,
-               GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr, EPI: gl.constexpr,
-               CLUSTER: gl.constexpr):
-    _consumer(1, c_desc, C, M, N, K, scm, a_s, b_s, c_s, a_ready, b_ready, empty, num_pid_m, num_pid_n, GROUP_M,
-              STAGES, B_TMA, EPI, CLUSTER)
+def _consumer1(c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready, empty, num_pid_m,
+               num_pid_n, GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr, EPI: gl.constexpr,
+               CLUSTER: gl.constexpr, BLOCK_N2: gl.constexpr):
+    _consumer(1, c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready, empty, num_pid_m,
+              num_pid_n, GROUP_M, STAGES, B_TMA, EPI, CLUSTER, BLOCK_N2)
 
 
 @gluon.jit
-def matmul_ws_kernel(a_desc, b_desc, c_desc, B, C, M, N, K, N8, SB8, scm,
+def matmul_ws_kernel(a_desc, b_desc, c_desc, B, C, M, N, K, N8, SB8, scm, b2_desc, c2_desc,
                      BLOCK_N: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr,
                      EPI: gl.constexpr, CONSUMER_REGS: gl.constexpr, CLUSTER: gl.constexpr = 1,
-                     CLUSTER_PTX: gl.constexpr = 0):
+                     CLUSTER_PTX: gl.constexpr = 0, BLOCK_N2: gl.constexpr = 0):
     """a_desc: host descriptor over A (M, K) with [BLOCK_M, BLOCK_K] boxes; c_desc over C (M, N) with
     [BLOCK_M / 2, BLOCK_N] boxes; b_desc over B (K, N) with [BLOCK_K, BLOCK_N] boxes (read only with ``B_TMA``;
     otherwise B is read through the pointer ``B``, row stride SB8 * 8 elements, N8 * 8 == N columns).  C also as
     a pointer with row stride ``scm`` for ``EPI`` 1.  ``CLUSTER`` 2 (``B_TMA``, ``EPI`` 0; b_desc's boxes
     [BLOCK_K, BLOCK_N / 2]): compiled and launched through ``kernels/_ptx_cluster.py`` only, an even number of
-    programs; ``CLUSTER_PTX``: that rewrite's version (a new one compiles anew)."""
+    programs; ``CLUSTER_PTX``: that rewrite's version (a new one compiles anew).  ``BLOCK_N2`` > 0 (``B_TMA``, ``EPI``
+    0, ``CLUSTER`` 1): output tiles of BLOCK_N + BLOCK_N2 columns (Gluon's shapes are powers of two: 192 as 128 + 64),
+    the last BLOCK_N2 through b2_desc's [BLOCK_K, BLOCK_N2] and c2_desc's [BLOCK_M / 2, BLOCK_N2] boxes, a second
+    buffer and accumulator (b2_desc and c2_desc are not read otherwise)."""
     gl.static_assert(CLUSTER == 1 or (B_TMA and EPI == 0), "CLUSTER 2 reads B by TMA and stores by TMA")
+    gl.static_assert(BLOCK_N2 == 0 or (B_TMA and EPI == 0 and CLUSTER == 1), "BLOCK_N2: B by TMA, TMA stores")
     dtype: gl.constexpr = a_desc.dtype
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     num_pid_m = gl.cdiv(M, BLOCK_M)
-    num_pid_n = gl.cdiv(N, BLOCK_N)
+    num_pid_n = gl.cdiv(N, BLOCK_N + BLOCK_N2)
     a_s = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
     b_s = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N], b_desc.layout)
     if EPI == 0:
         c_s = gl.allocate_shared_memory(dtype, [2, BLOCK_M // 2, BLOCK_N], c_desc.layout)
     else:
         c_s = gl.allocate_shared_memory(dtype, [2, 8, BLOCK_N], c_desc.layout)  # unused
+    if BLOCK_N2 > 0:
+        b2_s = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N2], b2_desc.layout)
+        c2_s = gl.allocate_shared_memory(dtype, [2, BLOCK_M // 2, BLOCK_N2], c2_desc.layout)
+    else:  # unused
+        b2_s = b_s
+        c2_s = c_s
     bar: gl.constexpr = mbarrier.MBarrierLayout()
     a_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar)
     b_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar)
@@ -216,10 +251,10 @@ def matmul_ws_kernel(a_desc, b_desc, c_desc, B, C, M, N, K, N8, SB8, scm,
         mbarrier.init(b_ready.index(i), count=128)  # one cp.async arrival per producer thread
         mbarrier.init(empty.index(i), count=2 * CLUSTER)  # released by both consumers (of both CTAs)
     gl.warp_specialize([
-        (_producer, (a_desc, b_desc, B, K, N8, SB8, a_s, b_s, a_ready, b_ready, empty, num_pid_m, num_pid_n,
-                     GROUP_M, STAGES, B_TMA, CLUSTER)),
-        (_consumer0, (c_desc, C, M, N, K, scm, a_s, b_s, c_s, a_ready, b_ready, empty, num_pid_m, num_pid_n,
-                      GROUP_M, STAGES, B_TMA, EPI, CLUSTER)),
-        (_consumer1, (c_desc, C, M, N, K, scm, a_s, b_s, c_s, a_ready, b_ready, empty, num_pid_m, num_pid_n,
-                      GROUP_M, STAGES, B_TMA, EPI, CLUSTER)),
+        (_producer, (a_desc, b_desc, b2_desc, B, K, N8, SB8, a_s, b_s, b2_s, a_ready, b_ready, empty, num_pid_m,
+                     num_pid_n, GROUP_M, STAGES, B_TMA, CLUSTER, BLOCK_N2)),
+        (_consumer0, (c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready, empty,
+                      num_pid_m, num_pid_n, GROUP_M, STAGES, B_TMA, EPI, CLUSTER, BLOCK_N2)),
+        (_consumer1, (c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready, empty,
+                      num_pid_m, num_pid_n, GROUP_M, STAGES, B_TMA, EPI, CLUSTER, BLOCK_N2)),
     ], [4, 4], [CONSUMER_REGS, CONSUMER_REGS])

@@ -4,8 +4,9 @@
 
 Each argument is one configuration, keyword arguments of :func:`check` (defaults: 128x256x64 tiles, 3 stages,
 TMA-store epilogue, B through cp.async; ``cluster=2``: clusters of two CTAs, B by TMA multicast, through
-``kernels/_ptx_cluster.py``'s PTX rewrite).  Prints shared memory, the wgmma / cp.async / TMA counts of the PTX
-and ptxas's spill line; ``--ptx-fixture`` writes the PTX fixture of tests/kernels/test_ptx_cluster.py instead.
+``kernels/_ptx_cluster.py``'s PTX rewrite; ``bn=192``: 128 + 64 columns through two descriptors, B by TMA).
+Prints shared memory, the wgmma / cp.async / TMA counts of the PTX and ptxas's spill line; ``--ptx-fixture`` writes
+the PTX fixture of tests/kernels/test_ptx_cluster.py instead.
 Triton is imported from ``TRITON_SITE`` (default /tmp/t36/site311); no torch needed.
 """
 
@@ -24,9 +25,14 @@ from kernels._offline_build import build, descriptor_type, main, write_ptx_fixtu
 def _signature(bm: int, bn: int, bk: int, stages: int, epi: int, b_tma: bool, group: int, regs: int,
                cluster: int) -> tuple[dict, dict]:
     """(signature, constexprs) of one bf16 configuration, as the JIT would give them."""
-    const = {"BLOCK_N": bn, "GROUP_M": group, "STAGES": stages, "B_TMA": b_tma or cluster == 2, "EPI": epi,
-             "CONSUMER_REGS": regs, "CLUSTER": cluster, "CLUSTER_PTX": _ptx_cluster.VERSION if cluster == 2 else 0}
-    descs = {"a_desc": (bm, bk), "b_desc": (bk, bn // cluster), "c_desc": (bm // 2, bn)}
+    split = bn & (bn - 1) != 0  # not a power of two (192): BLOCK_N as its largest power of two + BLOCK_N2
+    bn1 = 1 << (bn.bit_length() - 1) if split else bn
+    bn2 = bn - bn1 if split else 0
+    const = {"BLOCK_N": bn1, "GROUP_M": group, "STAGES": stages, "B_TMA": b_tma or cluster == 2 or split, "EPI": epi,
+             "CONSUMER_REGS": regs, "CLUSTER": cluster, "CLUSTER_PTX": _ptx_cluster.VERSION if cluster == 2 else 0,
+             "BLOCK_N2": bn2}
+    descs = {"a_desc": (bm, bk), "b_desc": (bk, bn1 // cluster), "c_desc": (bm // 2, bn1),
+             "b2_desc": (bk, bn2 or bn1 // cluster), "c2_desc": (bm // 2, bn2 or bn1)}
     sig = {name: "constexpr" if name in const else descriptor_type("bf16", descs[name]) if name in descs
            else {"B": "*bf16", "C": "*bf16"}.get(name, "i32") for name in matmul_ws_kernel.arg_names}
     return sig, const

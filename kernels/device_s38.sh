@@ -16,6 +16,20 @@
 # call5: from call 4, the Gluon kernel from M 65 (`matmul.GLUON_MIN_M` SMALL_M + 1, was 128) and the 128x64 tiles only
 #        where the last tile row holds 64 rows or more (`_matmul_gluon.SLIM_MIN_LAST_ROWS`), against the rule before
 #        (GLUON_MIN_M 128, SLIM_MIN_LAST_ROWS 0) as call 3; then the GEMM GPU tests.
+# call6: 128x192 tiles (cuBLAS's at 768-1536 x 4096 x 4096: 132 tiles a round at N 4096), computed as 128 + 64 columns
+#        through two descriptors, buffers and accumulators (Gluon's shapes are powers of two; `BLOCK_N2`), 3 and 4
+#        stages, against cuBLAS, the shipped route and the 128x256 tiles; then the Gluon GEMM's GPU tests (a 192 config
+#        added).  Offline: the kernel's existing builds byte-for-byte the same SASS with the new parameters.  Its first
+#        run (`_gemm_192_rejected.log`) had S38_BN64's list replace WS_BLOCK_N, so the 192 configs were refused; the
+#        GPU tests ran (192 included); call6b: the timing again.
+# call7: the 128x192 tiles as a fourth default (`_matmul_gluon.WS_MID_CONFIG`, `MID_EFFICIENCY` 0.94, B by TMA) against
+#        the rule before it (MID_EFFICIENCY 0), steady state; then the GEMM GPU tests.
+# call8: GEMMs of N under GLUON_MIN_N (1024; the Triton kernel's) with B that TMA reads: cuBLAS, the shipped route, the
+#        Gluon kernel's 128x64, 128x128 and 128x256 tiles, as call 1.
+# call9: `default_config` by SM-rounds of work (rounds x tile area / rate: a ragged tile counts whole) instead of the
+#        fill of the rounds, and the Gluon kernel from N = 128 (`matmul.GLUON_MIN_N`, was 1024), against the rule
+#        before both (the fill rule written out here, GLUON_MIN_N 1024): call 8's shapes and those where the two rules
+#        differ; then the GEMM GPU tests.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -45,7 +59,8 @@ from kernels.tune_ab import steady_in_turns
 ROUNDS, SECONDS, NAMES = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3].split(",")
 SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[4].split(",")]
 if os.environ.get("S38_BN64"):  # 128x64 tiles, 128-wide K steps, 5-8 stages: what check_ws_config does not list
-    mg.WS_BLOCK_N, mg.WS_BLOCK_K, mg.WS_STAGES = (64, 128, 256), (64, 128), (3, 4, 5, 6, 7, 8)
+    mg.WS_BLOCK_N, mg.WS_BLOCK_K = tuple(sorted({64, 128, 256, *mg.WS_BLOCK_N})), (64, 128)
+    mg.WS_STAGES = (3, 4, 5, 6, 7, 8)
 
 
 def variant(name, a, b, c):
@@ -148,6 +163,60 @@ for m, n, k in SHAPES:
           + f"{sum(x < y for x, y in zip(times['new'], times['before']))}/{ROUNDS})", flush=True)
 PY
 
+cat > /tmp/s38/gemm_rule.py <<'PY'
+import statistics
+import sys
+
+import torch
+import triton
+
+from kernels import _matmul_gluon as mg
+from kernels import matmul as mm
+from kernels.matmul import matmul
+from kernels.tune_ab import patched, steady_in_turns
+
+
+def fill_rule(m, n, sms, b_tma=True):  # default_config as committed before call 9 (dff0b73 + the 128x192 tiles)
+    def fill(config):
+        tiles = triton.cdiv(m, config[0]) * triton.cdiv(n, config[1])
+        return tiles / (triton.cdiv(tiles, sms) * sms)
+
+    rated = [(mg.WS_CONFIG, 1.0)] + ([(mg.WS_MID_CONFIG, mg.MID_EFFICIENCY)] if b_tma else [])
+    rated.append((mg.WS_NARROW_CONFIG, mg.NARROW_EFFICIENCY))
+    if m % 128 == 0 or m % 128 >= mg.SLIM_MIN_LAST_ROWS:
+        rated.append((mg.WS_SLIM_CONFIG, mg.SLIM_EFFICIENCY))
+    return max(rated, key=lambda cr: fill(cr[0]) * cr[1])[0]
+
+
+ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
+SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
+sms = torch.cuda.get_device_properties(0).multi_processor_count
+for m, n, k in SHAPES:
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16, generator=g)
+    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    ref = a.float() @ b.float()
+    new = lambda: matmul(a, b, out=c)  # noqa: E731
+    before = patched(patched(new, mm, "GLUON_MIN_N", 1024), mg, "default_config", fill_rule)
+    fns = {"cublas": lambda: torch.matmul(a, b, out=c), "new": new, "before": before}
+    errs = {}
+    for name, fn in fns.items():
+        c.fill_(float("nan"))
+        fn()
+        errs[name] = (c.float() - ref).abs().max().item() / ref.abs().max().item()
+    times = steady_in_turns(fns, ROUNDS, SECONDS)
+    med = {nm: statistics.median(v) for nm, v in times.items()}
+    tiles = (lambda cfg: f"{cfg[0]}x{cfg[1]}")
+    was = tiles(fill_rule(m, n, sms)) if mm.gluon_default(m, n, aligned=True) and n >= 1024 else "the Triton kernel"
+    print(f"{m}x{n}x{k} (new: {tiles(mg.default_config(m, n, sms))}, before: {was}), {ROUNDS} rounds of {SECONDS} s, "
+          "us a call median (min-max) [max err / max |ref|]: "
+          + ", ".join(f"{nm} {med[nm]:.2f} ({min(v):.2f}-{max(v):.2f}) [{errs[nm]:.1e}]" for nm, v in times.items())
+          + f"; x cublas: new {med['cublas'] / med['new']:.3f}, before {med['cublas'] / med['before']:.3f}"
+          + f"; new x before {med['before'] / med['new']:.3f} (faster in "
+          + f"{sum(x < y for x, y in zip(times['new'], times['before']))}/{ROUNDS})", flush=True)
+PY
+
 case "$CALL" in
   call1)
     S38_BN64=1 timeout 420 python3 /tmp/s38/gemm_smallm.py 5 0.2 \
@@ -178,6 +247,40 @@ case "$CALL" in
     timeout 200 python3 /tmp/s38/gemm_route.py 6 0.25 \
       65x4096x4096,80x4096x4096,96x4096x4096,112x4096x4096,127x4096x4096,96x14336x4096,100x1024x4096,130x4096x4096,130x4096x1024,192x4096x1024,256x4096x4096 \
       "matmul.GLUON_MIN_M=128;_matmul_gluon.SLIM_MIN_LAST_ROWS=0" 2>&1 | tee "${LOG}_gemm_route.log"
+    timeout 300 python3 -m pytest tests/kernels/test_matmul.py tests/kernels/test_matmul_ws.py -m gpu -q \
+      -p no:cacheprovider -n 8 2>&1 | tail -4 | tee "${LOG}_gpu_tests_matmul.log"
+    ;;
+  call6)
+    S38_BN64=1 timeout 400 python3 /tmp/s38/gemm_smallm.py 5 0.2 \
+      cublas,shipped,ws128_192_64_8_4_0,ws128_192_64_8_3_0,ws128_256_64_8_3_0 \
+      768x4096x4096,1536x4096x4096,2048x3072x2048,3072x3072x3072,768x14336x4096,6144x4096x4096,4096x4096x4096,4096x14336x4096,8192x8192x8192,1024x4096x4096 \
+      2>&1 | tee "${LOG}_gemm_192.log"
+    timeout 150 python3 -m pytest tests/kernels/test_matmul_ws.py -m gpu -q -p no:cacheprovider -n 8 2>&1 | tail -4 \
+      | tee "${LOG}_gpu_tests_matmul_ws.log"
+    ;;
+  call6b)
+    S38_BN64=1 timeout 400 python3 /tmp/s38/gemm_smallm.py 5 0.2 \
+      cublas,shipped,ws128_192_64_8_4_0,ws128_192_64_8_3_0,ws128_256_64_8_3_0 \
+      768x4096x4096,1536x4096x4096,2048x3072x2048,3072x3072x3072,768x14336x4096,6144x4096x4096,4096x4096x4096,4096x14336x4096,8192x8192x8192,1024x4096x4096 \
+      2>&1 | tee "${LOG}_gemm_192.log"
+    ;;
+  call7)
+    timeout 200 python3 /tmp/s38/gemm_route.py 6 0.25 \
+      768x4096x4096,1536x4096x4096,2048x3072x2048,3072x3072x3072,1536x1536x1536,2304x4096x4096,1000x3072x1000,1280x5120x5120,4096x4096x4096 \
+      "_matmul_gluon.MID_EFFICIENCY=0.0" 2>&1 | tee "${LOG}_gemm_route.log"
+    timeout 300 python3 -m pytest tests/kernels/test_matmul.py tests/kernels/test_matmul_ws.py -m gpu -q \
+      -p no:cacheprovider -n 8 2>&1 | tail -4 | tee "${LOG}_gpu_tests_matmul.log"
+    ;;
+  call8)
+    S38_BN64=1 timeout 300 python3 /tmp/s38/gemm_smallm.py 5 0.2 \
+      cublas,shipped,ws128_64_64_8_8_0,ws128_128_64_8_4_0,ws128_256_64_8_3_0 \
+      4096x512x4096,2048x512x2048,8192x256x4096,4096x768x4096,1024x512x1024,16384x128x4096,512x512x8192,4096x896x4096 \
+      2>&1 | tee "${LOG}_gemm_small_n.log"
+    ;;
+  call9)
+    timeout 250 python3 /tmp/s38/gemm_rule.py 6 0.25 \
+      4096x512x4096,2048x512x2048,8192x256x4096,4096x768x4096,1024x512x1024,16384x128x4096,512x512x8192,4096x896x4096,1280x4096x4096,5120x2560x4096,2304x2048x2048,2048x2560x2560 \
+      2>&1 | tee "${LOG}_gemm_rule.log"
     timeout 300 python3 -m pytest tests/kernels/test_matmul.py tests/kernels/test_matmul_ws.py -m gpu -q \
       -p no:cacheprovider -n 8 2>&1 | tail -4 | tee "${LOG}_gpu_tests_matmul.log"
     ;;

@@ -190,7 +190,8 @@ GLUON_MIN_TILES = 132  # at least one wave of its 128x256 tiles
 # the routes before it: 1024^3 1.91, 1536^3 1.16, 1024x2048x2048 1.74, 2048^3 1.09, 1024x1024x4096 1.99 (call 11,
 # with M and N from 1024); M 128 / 256 / 512 / 768 at N = K = 4096 1.96 / 1.97 / 1.63 / 1.07, 512x1024x4096 1.99,
 # 256x14336x4096 1.04 (call 13, the kernel's tiles as default_config picks them).  x cuBLAS still 0.45-0.97 there,
-# until session 38's 128x64 tiles (``_matmul_gluon.WS_SLIM_CONFIG``) for those whose 128x128 tiles leave SMs idle.
+# until session 38's 128x64 tiles (``_matmul_gluon.WS_SLIM_CONFIG``) for those whose 128x128 tiles leave SMs idle
+# and 128x192 ones (``WS_MID_CONFIG``) where those fill the rounds better.
 # Session 38 call 4 found the Triton kernel 2-3x slower than the Gluon kernel's tiles at M 65-127 too (80 / 96 / 112 /
 # 127 x 4096 x 4096: 43 us against 13-20, 0.22-0.35x cuBLAS; 96x14336x4096 1.26x), so from SMALL_M + 1 rows.
 GLUON_MIN_M = SMALL_M + 1

@@ -13,7 +13,7 @@ from tests.kernels.test_attention import _captured
 from tests.kernels.test_matmul import check_matmul
 
 WS_CFGS = [(128, 256, 64, 8, 3, 0), (128, 256, 64, 8, 4, 1), (128, 128, 64, 8, 4, 0), (128, 64, 64, 8, 8, 0),
-           (128, 64, 64, 8, 6, 1), (128, 256, 64, 1, 3, 0)]
+           (128, 64, 64, 8, 6, 1), (128, 192, 64, 8, 4, 0), (128, 256, 64, 1, 3, 0)]
 
 
 @pytest.mark.parametrize("how", ["ws", "ws-tma", "ws-repack", "ws-mc"])
@@ -79,7 +79,9 @@ def test_gluon_default_rule():
 
 @pytest.mark.parametrize(("m", "n", "tiles"), [
     (1024, 2048, "narrow"),  # 64 wide tiles (0.48 of a round) against 128 narrow (0.97) and 256 slim (0.97)
-    (2048, 3072, "narrow"),  # 192 wide tiles in 2 rounds (0.73) against 384 narrow in 3 (0.97)
+    (2048, 3072, "mid"),  # 192 wide tiles in 2 rounds (0.73), 384 narrow in 3 (0.97), 256 mid ones in 2 (0.97)
+    (768, 4096, "mid"), (1536, 4096, "mid"), (3072, 3072, "mid"),  # 132 / 264 / 384 mid tiles
+    (768, 14336, "wide"), (6144, 4096, "wide"),  # mid tiles fill no better, or not enough better
     (512, 4096, "narrow"), (128, 14336, "narrow"),  # slim tiles fill as much as the narrow ones, at a lower rate
     (1024, 1024, "slim"),  # 32 wide tiles (0.24 of a round), 64 narrow (0.48), 128 slim (0.97)
     (128, 4096, "slim"), (256, 4096, "slim"), (512, 1024, "slim"), (80, 4096, "slim"), (192, 4096, "slim"),
@@ -87,8 +89,15 @@ def test_gluon_default_rule():
     (2048, 2048, "wide"),  # 128 wide tiles fill 0.97 of a round: the narrower ones' 0.97 loses at their rates
     (256, 14336, "wide"), (4096, 4096, "wide"), (8192, 8192, "wide"), (4096, 14336, "wide"), (4000, 5000, "wide")])
 def test_gluon_default_config_fills_the_rounds(m, n, tiles):
-    want = {"wide": mg.WS_CONFIG, "narrow": mg.WS_NARROW_CONFIG, "slim": mg.WS_SLIM_CONFIG}[tiles]
-    assert mg.default_config(m, n, 132) == want
+    want = {"wide": mg.WS_CONFIG, "mid": mg.WS_MID_CONFIG, "narrow": mg.WS_NARROW_CONFIG, "slim": mg.WS_SLIM_CONFIG}
+    assert mg.default_config(m, n, 132) == want[tiles]
+
+
+def test_gluon_default_config_mid_tiles_only_through_tma():
+    """The 128x192 tiles read B by TMA: with B through cp.async the rule picks among the others."""
+    assert mg.default_config(2048, 3072, 132, b_tma=False) == mg.WS_NARROW_CONFIG
+    assert mg.default_config(768, 4096, 132, b_tma=False) == mg.WS_SLIM_CONFIG
+    assert mg.default_config(4096, 4096, 132, b_tma=False) == mg.WS_CONFIG
 
 
 def test_gluon_default_config_weighs_the_tiles_rates(monkeypatch):
@@ -100,7 +109,9 @@ def test_gluon_default_config_weighs_the_tiles_rates(monkeypatch):
     assert mg.default_config(5120, 5120, 132) == mg.WS_SLIM_CONFIG
     monkeypatch.setattr(mg, "SLIM_EFFICIENCY", 0.0)
     assert mg.default_config(1024, 1024, 132) == mg.WS_NARROW_CONFIG
-    monkeypatch.setattr(mg, "NARROW_EFFICIENCY", 0.0)
+    monkeypatch.setattr(mg, "NARROW_EFFICIENCY", 0.0)  # 48 mid tiles (0.36 of a round) against 32 wide (0.24)
+    assert mg.default_config(1024, 1024, 132) == mg.WS_MID_CONFIG
+    monkeypatch.setattr(mg, "MID_EFFICIENCY", 0.0)
     assert mg.default_config(1024, 1024, 132) == mg.WS_CONFIG
 
 
@@ -113,8 +124,9 @@ def test_ws_config_rejected_where_it_cannot_run(device):
         matmul(a, b, ws=mg.WS_CONFIG)
 
 
-@pytest.mark.parametrize("cfg", [(64, 256, 64, 8, 3, 0), (128, 192, 64, 8, 3, 0), (128, 256, 32, 8, 3, 0),
-                                 (128, 256, 64, 0, 3, 0), (128, 256, 64, 8, 2, 0), (128, 256, 64, 8, 3, 2),
+@pytest.mark.parametrize("cfg", [(64, 256, 64, 8, 3, 0), (128, 192, 64, 8, 3, 1), (128, 96, 64, 8, 3, 0),
+                                 (128, 256, 32, 8, 3, 0), (128, 256, 64, 0, 3, 0), (128, 256, 64, 8, 2, 0),
+                                 (128, 256, 64, 8, 3, 2),
                                  (128, 256, 64, 8, 3), [128, 256, 64, 8, 3, 0], (128, 256, 64, 8, 8, 0),
                                  (128, 128, 64, 8, 6, 0), (128, 64, 64, 8, 5, 0)])
 def test_ws_config_checked_before_anything_runs(cfg, device):
@@ -152,7 +164,7 @@ def test_matmul_gpu_ws_misaligned(m, n, k, cfg, gen):
 @pytest.mark.gpu
 @pytest.mark.parametrize(("m", "n", "k", "dtype"), [(4096, 4096, 4096, torch.bfloat16), (1000, 1024, 777 + 7,
                                                     torch.float16), (256, 512, 64, torch.bfloat16)])
-@pytest.mark.parametrize("cfg", WS_CFGS[:5])
+@pytest.mark.parametrize("cfg", WS_CFGS[:6])
 def test_matmul_gpu_ws_aligned(m, n, k, dtype, cfg, gen):
     """B pitch a multiple of 128 bytes: B through TMA."""
     check_matmul(m, n, k, dtype, "cuda", gen, ref_dtype=torch.float32, ws=cfg)
@@ -185,7 +197,8 @@ def test_matmul_gpu_default_routes(gluon, m, n, k, dtype, gen):
     (1024, 1024, 1024, torch.bfloat16), (2048, 3072, 2048, torch.float16), (2048, 2048, 2048, torch.bfloat16),
     (1030, 1152, 712, torch.bfloat16), (130, 4096, 1024, torch.bfloat16),  # ragged M, N, K; pitches TMA reads
     (256, 4096, 4096, torch.float16), (200, 2048, 1032, torch.bfloat16), (1024, 2048, 2048, torch.bfloat16),
-    (96, 4096, 4096, torch.bfloat16), (65, 1024, 520, torch.float16), (130, 4096, 1024, torch.bfloat16)])
+    (96, 4096, 4096, torch.bfloat16), (65, 1024, 520, torch.float16), (130, 4096, 1024, torch.bfloat16),
+    (768, 4096, 1024, torch.bfloat16), (1000, 3072, 1000, torch.float16)])
 def test_matmul_gpu_small_aligned_take_the_gluon_kernel(m, n, k, dtype, gen):
     """Under a wave of wide tiles a B that TMA reads goes to the Gluon kernel on default_config's tiles (ragged edges
     clipped by the copy engine): the default's output is that kernel's, bitwise, and right."""
@@ -198,6 +211,24 @@ def test_matmul_gpu_small_aligned_take_the_gluon_kernel(m, n, k, dtype, gen):
     out = matmul(a, b)
     assert torch.equal(out, c)
     assert rel_err(out, a.float() @ b.float()) < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("m", "n", "k", "pitch"), [(1000, 4192, 776, None), (333, 336, 200, None),
+                                                    (1000, 4192, 776, 4224), (129, 136, 72, None),
+                                                    (129, 120, 72, None)])
+def test_matmul_gpu_ws_mid_tiles_ragged_columns(m, n, k, pitch, gen):
+    """128x192 tiles through two descriptors (128 + 64 columns): the last tile column's second part partly past N
+    (4192 = 21 * 192 + 160, 336 = 192 + 144, 136 = 128 + 8) or wholly (120), pitches TMA reads aligned or not; the
+    output bitwise the 128x256 tiles' (the same products in the same order) and right."""
+    a, b = _inputs(m, n, k, gen, pitch)
+    want = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    assert mg.matmul_ws(a, b, want, mg.WS_CONFIG, b_tma=True)
+    for _ in range(2):
+        c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        assert mg.matmul_ws(a, b, c, mg.WS_MID_CONFIG)
+        assert torch.equal(c, want), f"{m}x{n}x{k} pitch {b.stride(0)}"
+    assert rel_err(want, a.double() @ b.double()) < 1e-2
 
 
 def _inputs(m, n, k, gen, pitch=None, dtype=torch.bfloat16):
