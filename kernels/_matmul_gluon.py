@@ -39,9 +39,11 @@ NARROW_EFFICIENCY = 0.92
 # idle (H200, session 38 calls 1-2, steady state, x the 128x128 tiles: 128x4096x4096 1.72, 256x4096x4096 1.47,
 # 1024x1024x4096 1.45, 512x1024x4096 1.70, 1024^3 1.36; 0.98-1.01x cuBLAS at M 128-256, N = K = 4096).  At equal fill
 # they run at 0.87-0.93x the 128x128 tiles' rate (1024x2048x2048 0.90, 512x4096x4096 0.87, 128x14336x4096 0.93,
-# 2048x3072x2048 0.88), so about SLIM_EFFICIENCY of the wide tiles'.  8 stages over 6: 1.01-1.10x (call 2).
+# 2048x3072x2048 0.88), about 0.80 of the wide tiles'; over several rounds less (call 9, against 128x192 tiles:
+# 1280x4096x4096 0.70, 2048x2560x2560 0.75, 2304x2048x2048 0.77), hence SLIM_EFFICIENCY.  8 stages over 6: 0.98-1.11x
+# (call 2).
 WS_SLIM_CONFIG: tuple = (128, 64, 64, 8, 8, 0)
-SLIM_EFFICIENCY = 0.80
+SLIM_EFFICIENCY = 0.72
 # 128x192 tiles (128 + 64 columns: WS_SPLIT_BLOCK_N) on a 4-stage ring, B by TMA: cuBLAS's at 768-1536 x 4096 x 4096
 # (132 tiles a round at N = 4096).  H200, session 38 call 6b, steady state, x the shipped tiles: 768x4096x4096 1.13
 # (x cuBLAS 0.86 -> 0.97), 3072^3 1.10 (0.91 -> 1.00), 1536x4096x4096 1.03, 2048x3072x2048 1.03; where the wide tiles
@@ -89,18 +91,20 @@ def check_ws_config(config: tuple) -> tuple:
 
 def default_config(m: int, n: int, sms: int, b_tma: bool = True) -> tuple:
     """Of WS_CONFIG, WS_MID_CONFIG, WS_NARROW_CONFIG and WS_SLIM_CONFIG the one whose tiles' fill of the ``sms`` SMs'
-    rounds, times its rate against the wide tiles' (1, ``MID_EFFICIENCY``, ``NARROW_EFFICIENCY``,
-    ``SLIM_EFFICIENCY``), is highest; the wider on a tie; WS_MID_CONFIG only with ``b_tma`` (B read by TMA),
-    WS_SLIM_CONFIG only where the last tile row has at least SLIM_MIN_LAST_ROWS rows."""
-    def fill(config: tuple) -> float:  # the share of the rounds' SM slots that the output tiles fill
-        tiles = triton.cdiv(m, config[0]) * triton.cdiv(n, config[1])
-        return tiles / (triton.cdiv(tiles, sms) * sms)
+    rounds, times the share of their columns inside N (a ragged tile column counts whole), times their rate against
+    the wide tiles' (1, ``MID_EFFICIENCY``, ``NARROW_EFFICIENCY``, ``SLIM_EFFICIENCY``), is highest; the wider on a
+    tie.  WS_MID_CONFIG only with ``b_tma`` (B read by TMA), WS_SLIM_CONFIG only where the last tile row has at least
+    SLIM_MIN_LAST_ROWS rows."""
+    def score(config: tuple, rate: float) -> float:
+        cols = triton.cdiv(n, config[1])
+        tiles = triton.cdiv(m, config[0]) * cols
+        return tiles / (triton.cdiv(tiles, sms) * sms) * n / (cols * config[1]) * rate
 
     rated = [(WS_CONFIG, 1.0)] + ([(WS_MID_CONFIG, MID_EFFICIENCY)] if b_tma else [])
     rated.append((WS_NARROW_CONFIG, NARROW_EFFICIENCY))
     if m % WS_SLIM_CONFIG[0] == 0 or m % WS_SLIM_CONFIG[0] >= SLIM_MIN_LAST_ROWS:
         rated.append((WS_SLIM_CONFIG, SLIM_EFFICIENCY))
-    return max(rated, key=lambda cr: fill(cr[0]) * cr[1])[0]  # max keeps the first of equals
+    return max(rated, key=lambda cr: score(*cr))[0]  # max keeps the first of equals
 
 
 def runnable(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:

@@ -29,7 +29,12 @@
 # call9: `default_config` by SM-rounds of work (rounds x tile area / rate: a ragged tile counts whole) instead of the
 #        fill of the rounds, and the Gluon kernel from N = 128 (`matmul.GLUON_MIN_N`, was 1024), against the rule
 #        before both (the fill rule written out here, GLUON_MIN_N 1024): call 8's shapes and those where the two rules
-#        differ; then the GEMM GPU tests.
+#        differ; then the GEMM GPU tests.  (Not kept: the SM-rounds rule lost where it took 128x64 tiles over several
+#        rounds; call 10's rule instead.)
+# call10: `default_config` as the fill of the rounds times the share of the tiles' columns inside N (a ragged tile
+#        column counts whole), SLIM_EFFICIENCY 0.72 (call 9: the 128x64 tiles' rate over several rounds), with
+#        GLUON_MIN_N 128, against the rule before call 9 (gemm_rule.py's fill_rule, GLUON_MIN_N 1024): call 9's N
+#        under 1024 and the shapes of M 384-5120 where the two rules differ.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -184,7 +189,7 @@ def fill_rule(m, n, sms, b_tma=True):  # default_config as committed before call
     rated = [(mg.WS_CONFIG, 1.0)] + ([(mg.WS_MID_CONFIG, mg.MID_EFFICIENCY)] if b_tma else [])
     rated.append((mg.WS_NARROW_CONFIG, mg.NARROW_EFFICIENCY))
     if m % 128 == 0 or m % 128 >= mg.SLIM_MIN_LAST_ROWS:
-        rated.append((mg.WS_SLIM_CONFIG, mg.SLIM_EFFICIENCY))
+        rated.append((mg.WS_SLIM_CONFIG, 0.80))  # SLIM_EFFICIENCY then
     return max(rated, key=lambda cr: fill(cr[0]) * cr[1])[0]
 
 
@@ -283,6 +288,11 @@ case "$CALL" in
       2>&1 | tee "${LOG}_gemm_rule.log"
     timeout 300 python3 -m pytest tests/kernels/test_matmul.py tests/kernels/test_matmul_ws.py -m gpu -q \
       -p no:cacheprovider -n 8 2>&1 | tail -4 | tee "${LOG}_gpu_tests_matmul.log"
+    ;;
+  call10)
+    timeout 170 python3 /tmp/s38/gemm_rule.py 5 0.2 \
+      4096x512x4096,8192x256x4096,16384x128x4096,2048x512x2048,768x6144x4096,1536x3072x3072,1024x5120x4096,5120x2560x4096 \
+      2>&1 | tee "${LOG}_gemm_rule.log"
     ;;
   *)
     echo "unknown call $CALL" >&2

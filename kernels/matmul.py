@@ -195,7 +195,11 @@ GLUON_MIN_TILES = 132  # at least one wave of its 128x256 tiles
 # Session 38 call 4 found the Triton kernel 2-3x slower than the Gluon kernel's tiles at M 65-127 too (80 / 96 / 112 /
 # 127 x 4096 x 4096: 43 us against 13-20, 0.22-0.35x cuBLAS; 96x14336x4096 1.26x), so from SMALL_M + 1 rows.
 GLUON_MIN_M = SMALL_M + 1
-GLUON_MIN_N = 1024
+# N from 128 (session 38 call 9: the Triton kernel 1.065-3.57x slower than the Gluon kernel's tiles as
+# ``default_config`` picks them; x cuBLAS before -> after: 4096x512x4096 0.66 -> 0.99, 2048x512x2048 0.34 -> 0.77,
+# 8192x256x4096 0.68 -> 0.92, 4096x768x4096 0.79 -> 0.99, 1024x512x1024 0.29 -> 0.77, 16384x128x4096 0.63 -> 0.96,
+# 512x512x8192 0.16 -> 0.56, 4096x896x4096 0.92 -> 0.98).
+GLUON_MIN_N = 128
 
 
 def gluon_default(m: int, n: int, aligned: bool = False) -> bool:

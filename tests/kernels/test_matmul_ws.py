@@ -72,8 +72,9 @@ def test_gluon_default_rule():
     assert mm.gluon_default(1024, 1024, aligned=True) and mm.gluon_default(2048, 2048, aligned=True)
     assert mm.gluon_default(128, 4096, aligned=True) and mm.gluon_default(512, 1024, aligned=True)
     assert mm.gluon_default(65, 4096, aligned=True) and mm.gluon_default(127, 1024, aligned=True)
+    assert mm.gluon_default(4096, 512, aligned=True) and mm.gluon_default(16384, 128, aligned=True)
     assert not mm.gluon_default(2048, 2048)  # 128 tiles, B misaligned: the repack route as before
-    assert not mm.gluon_default(4096, 1000, aligned=True) and not mm.gluon_default(127, 1016, aligned=True)
+    assert not mm.gluon_default(4096, 120, aligned=True) and not mm.gluon_default(127, 64, aligned=True)
     assert not mm.gluon_default(64, 4096, aligned=True)  # decode-sized: the TMA kernel's transposed tiles
 
 
@@ -87,7 +88,12 @@ def test_gluon_default_rule():
     (128, 4096, "slim"), (256, 4096, "slim"), (512, 1024, "slim"), (80, 4096, "slim"), (192, 4096, "slim"),
     (130, 4096, "narrow"), (319, 2048, "narrow"),  # last tile rows of 2 and 63 rows: A's box mostly zero-filled
     (2048, 2048, "wide"),  # 128 wide tiles fill 0.97 of a round: the narrower ones' 0.97 loses at their rates
-    (256, 14336, "wide"), (4096, 4096, "wide"), (8192, 8192, "wide"), (4096, 14336, "wide"), (4000, 5000, "wide")])
+    (256, 14336, "wide"), (4096, 4096, "wide"), (8192, 8192, "wide"), (4096, 14336, "wide"), (4000, 5000, "wide"),
+    # N under 1024: a ragged tile column counts whole (256 columns: two 128-column tiles, not 192 and a third of 192)
+    (4096, 512, "narrow"), (8192, 256, "narrow"), (16384, 128, "narrow"), (2048, 512, "slim"), (512, 512, "slim"),
+    (4096, 896, "wide"), (4096, 768, "mid"),
+    # over several rounds the slim tiles' rate is lower (call 9): 640 slim tiles in 5 rounds against 220 mid in 2
+    (1280, 4096, "mid"), (2304, 2048, "mid"), (2048, 2560, "mid"), (5120, 2560, "narrow")])
 def test_gluon_default_config_fills_the_rounds(m, n, tiles):
     want = {"wide": mg.WS_CONFIG, "mid": mg.WS_MID_CONFIG, "narrow": mg.WS_NARROW_CONFIG, "slim": mg.WS_SLIM_CONFIG}
     assert mg.default_config(m, n, 132) == want[tiles]
@@ -96,12 +102,13 @@ def test_gluon_default_config_fills_the_rounds(m, n, tiles):
 def test_gluon_default_config_mid_tiles_only_through_tma():
     """The 128x192 tiles read B by TMA: with B through cp.async the rule picks among the others."""
     assert mg.default_config(2048, 3072, 132, b_tma=False) == mg.WS_NARROW_CONFIG
-    assert mg.default_config(768, 4096, 132, b_tma=False) == mg.WS_SLIM_CONFIG
+    assert mg.default_config(768, 4096, 132, b_tma=False) == mg.WS_CONFIG  # 96 wide tiles against 384 slim ones
     assert mg.default_config(4096, 4096, 132, b_tma=False) == mg.WS_CONFIG
 
 
 def test_gluon_default_config_weighs_the_tiles_rates(monkeypatch):
-    """At a rate equal to the wide tiles' the narrower ones win wherever they fill more; at none they never do."""
+    """At a rate equal to the wide tiles' the narrower ones win wherever they fill the rounds more; at none they never
+    do."""
     assert mg.default_config(5120, 5120, 132) == mg.WS_CONFIG  # 800 wide tiles fill 0.87, 1600 narrow 0.93
     monkeypatch.setattr(mg, "NARROW_EFFICIENCY", 1.0)
     assert mg.default_config(5120, 5120, 132) == mg.WS_NARROW_CONFIG
@@ -198,7 +205,8 @@ def test_matmul_gpu_default_routes(gluon, m, n, k, dtype, gen):
     (1030, 1152, 712, torch.bfloat16), (130, 4096, 1024, torch.bfloat16),  # ragged M, N, K; pitches TMA reads
     (256, 4096, 4096, torch.float16), (200, 2048, 1032, torch.bfloat16), (1024, 2048, 2048, torch.bfloat16),
     (96, 4096, 4096, torch.bfloat16), (65, 1024, 520, torch.float16), (130, 4096, 1024, torch.bfloat16),
-    (768, 4096, 1024, torch.bfloat16), (1000, 3072, 1000, torch.float16)])
+    (768, 4096, 1024, torch.bfloat16), (1000, 3072, 1000, torch.float16), (4096, 512, 1024, torch.bfloat16),
+    (2000, 256, 520, torch.bfloat16)])
 def test_matmul_gpu_small_aligned_take_the_gluon_kernel(m, n, k, dtype, gen):
     """Under a wave of wide tiles a B that TMA reads goes to the Gluon kernel on default_config's tiles (ragged edges
     clipped by the copy engine): the default's output is that kernel's, bitwise, and right."""
