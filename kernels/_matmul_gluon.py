@@ -37,13 +37,18 @@ WS_NARROW_CONFIG: tuple = (128, 128, 64, 8, 4, 0)
 NARROW_EFFICIENCY = 0.92
 # 128x64 tiles on an 8-stage ring (213 KB of shared memory), for the products whose 128x128 tiles leave many SMs
 # idle (H200, session 38 calls 1-2, steady state, x the 128x128 tiles: 128x4096x4096 1.72, 256x4096x4096 1.47,
-# 1024x1024x4096 1.45, 512x1024x4096 1.70, 1024^3 1.36; 0.98-1.01x cuBLAS at M 128-256, N = K = 4096).  At equal fill
+# 1024x1024x4096 1.45, 512x1024x4096 1.69, 1024^3 1.36; 0.96-1.01x cuBLAS at M 128-256, N = K = 4096).  At equal fill
 # they run at 0.87-0.93x the 128x128 tiles' rate (1024x2048x2048 0.90, 512x4096x4096 0.87, 128x14336x4096 0.93,
 # 2048x3072x2048 0.88), about 0.80 of the wide tiles'; over several rounds less (call 9, against 128x192 tiles:
 # 1280x4096x4096 0.70, 2048x2560x2560 0.75, 2304x2048x2048 0.77), hence SLIM_EFFICIENCY.  8 stages over 6: 0.98-1.11x
 # (call 2).
 WS_SLIM_CONFIG: tuple = (128, 64, 64, 8, 8, 0)
 SLIM_EFFICIENCY = 0.72
+# The 128x64 tiles only where the last tile row holds at least SLIM_MIN_LAST_ROWS of A's rows: the rows of A's TMA
+# box past M are zero-filled by the copy engine at a cost like a read, and 64-column tiles ask for the box twice as
+# often (session 38 call 4, x the 128x128 tiles: 130x4096x4096, a second tile row of 2 rows, 0.72; 130x4096x1024
+# 0.90; 192x4096x1024, 64 rows, 1.04; 200x2048x1024 1.36; 80x4096x4096, one row of 80, 1.10).
+SLIM_MIN_LAST_ROWS = 64
 # 128x192 tiles (128 + 64 columns: WS_SPLIT_BLOCK_N) on a 4-stage ring, B by TMA: cuBLAS's at 768-1536 x 4096 x 4096
 # (132 tiles a round at N = 4096).  H200, session 38 call 6b, steady state, x the shipped tiles: 768x4096x4096 1.13
 # (x cuBLAS 0.86 -> 0.97), 3072^3 1.10 (0.91 -> 1.00), 1536x4096x4096 1.03, 2048x3072x2048 1.03; where the wide tiles
@@ -51,11 +56,6 @@ SLIM_EFFICIENCY = 0.72
 # more than a round their rate is 0.96-0.97 of the wide tiles' (8192^3, 4096^3), at one 0.85 (768x4096x4096).
 WS_MID_CONFIG: tuple = (128, 192, 64, 8, 4, 0)
 MID_EFFICIENCY = 0.94
-# ... but only where the last tile row holds at least SLIM_MIN_LAST_ROWS of A's rows: the rows of A's TMA box past M
-# are zero-filled by the copy engine at a cost like a read, and 64-column tiles ask for the box twice as often
-# (session 38 call 4, x the 128x128 tiles: 130x4096x4096, a second tile row of 2 rows, 0.72; 130x4096x1024 0.90;
-# 192x4096x1024, 64 rows, 1.04; 200x2048x1024 1.36; 80x4096x4096, one row of 80, 1.10).
-SLIM_MIN_LAST_ROWS = 64
 # consumer registers after setmaxnreg, launch-time maxnreg (12 warps share the 64K register file; the producer
 # warpgroup keeps (168 * 384 - 208 * 256) / 128 = 88 per thread)
 CONSUMER_REGS, MAXNREG = 208, 168

@@ -34,7 +34,10 @@
 # call10: `default_config` as the fill of the rounds times the share of the tiles' columns inside N (a ragged tile
 #        column counts whole), SLIM_EFFICIENCY 0.72 (call 9: the 128x64 tiles' rate over several rounds), with
 #        GLUON_MIN_N 128, against the rule before call 9 (gemm_rule.py's fill_rule, GLUON_MIN_N 1024): call 9's N
-#        under 1024 and the shapes of M 384-5120 where the two rules differ.
+#        under 1024 and the shapes of M 384-5120 where the two rules differ.  Not run: no device time was left.
+# call11 (prepared for the next H100, or an H200): the session's routing (calls 3-10's rules, calibrated on H200s)
+#        against the routes at its start (0487da2: the Gluon kernel from M 128 and N 1024 on 128x256 / 128x128 tiles,
+#        else the Triton kernel), steady state, at the shapes of calls 3, 5, 7 and 9; then the GEMM GPU tests.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -193,8 +196,17 @@ def fill_rule(m, n, sms, b_tma=True):  # default_config as committed before call
     return max(rated, key=lambda cr: fill(cr[0]) * cr[1])[0]
 
 
+def start_rule(m, n, sms, b_tma=True):  # default_config at the session's start (0487da2)
+    def fill(config):
+        tiles = triton.cdiv(m, config[0]) * triton.cdiv(n, config[1])
+        return tiles / (triton.cdiv(tiles, sms) * sms)
+
+    return mg.WS_NARROW_CONFIG if fill(mg.WS_NARROW_CONFIG) * 0.92 > fill(mg.WS_CONFIG) else mg.WS_CONFIG
+
+
 ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
+START = len(sys.argv) > 4 and sys.argv[4] == "start"  # before: the session's start, else the rule before call 9
 sms = torch.cuda.get_device_properties(0).multi_processor_count
 for m, n, k in SHAPES:
     g = torch.Generator(device="cuda").manual_seed(0)
@@ -203,7 +215,11 @@ for m, n, k in SHAPES:
     c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     ref = a.float() @ b.float()
     new = lambda: matmul(a, b, out=c)  # noqa: E731
-    before = patched(patched(new, mm, "GLUON_MIN_N", 1024), mg, "default_config", fill_rule)
+    if START:  # the routes at the session's start (0487da2): GLUON_MIN_M 128, GLUON_MIN_N 1024, 128x256 / 128x128 tiles
+        before = patched(patched(patched(new, mm, "GLUON_MIN_N", 1024), mm, "GLUON_MIN_M", 128), mg,
+                         "default_config", start_rule)
+    else:
+        before = patched(patched(new, mm, "GLUON_MIN_N", 1024), mg, "default_config", fill_rule)
     fns = {"cublas": lambda: torch.matmul(a, b, out=c), "new": new, "before": before}
     errs = {}
     for name, fn in fns.items():
@@ -213,7 +229,10 @@ for m, n, k in SHAPES:
     times = steady_in_turns(fns, ROUNDS, SECONDS)
     med = {nm: statistics.median(v) for nm, v in times.items()}
     tiles = (lambda cfg: f"{cfg[0]}x{cfg[1]}")
-    was = tiles(fill_rule(m, n, sms)) if mm.gluon_default(m, n, aligned=True) and n >= 1024 else "the Triton kernel"
+    if START:
+        was = tiles(start_rule(m, n, sms)) if m >= 128 and n >= 1024 else "the Triton kernel"
+    else:
+        was = tiles(fill_rule(m, n, sms)) if mm.gluon_default(m, n, aligned=True) and n >= 1024 else "the Triton kernel"
     print(f"{m}x{n}x{k} (new: {tiles(mg.default_config(m, n, sms))}, before: {was}), {ROUNDS} rounds of {SECONDS} s, "
           "us a call median (min-max) [max err / max |ref|]: "
           + ", ".join(f"{nm} {med[nm]:.2f} ({min(v):.2f}-{max(v):.2f}) [{errs[nm]:.1e}]" for nm, v in times.items())
@@ -293,6 +312,13 @@ case "$CALL" in
     timeout 170 python3 /tmp/s38/gemm_rule.py 5 0.2 \
       4096x512x4096,8192x256x4096,16384x128x4096,2048x512x2048,768x6144x4096,1536x3072x3072,1024x5120x4096,5120x2560x4096 \
       2>&1 | tee "${LOG}_gemm_rule.log"
+    ;;
+  call11)
+    timeout 280 python3 /tmp/s38/gemm_rule.py 5 0.2 \
+      128x4096x4096,256x4096x4096,1024x1024x1024,512x1024x4096,80x4096x4096,112x4096x4096,130x4096x4096,768x4096x4096,3072x3072x3072,1000x3072x1000,1536x1536x1536,4096x512x4096,16384x128x4096,2048x512x2048,1280x4096x4096,4096x4096x4096 \
+      start 2>&1 | tee "${LOG}_gemm_session.log"
+    timeout 250 python3 -m pytest tests/kernels/test_matmul.py tests/kernels/test_matmul_ws.py -m gpu -q \
+      -p no:cacheprovider -n 8 2>&1 | tail -4 | tee "${LOG}_gpu_tests_matmul.log"
     ;;
   *)
     echo "unknown call $CALL" >&2
