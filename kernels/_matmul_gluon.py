@@ -114,8 +114,10 @@ def runnable(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
             and tma_aligned(a, b, c) and b.shape[1] % 8 == 0)
 
 
-def _layout(box: list[int], dtype: torch.dtype):
-    return gl.NVMMASharedLayout.get_default_for(box, gl.bfloat16 if dtype == torch.bfloat16 else gl.float16)
+def _desc(t: torch.Tensor, box: list[int]):
+    """A TMA descriptor over the row-major matrix ``t`` (its row pitch as it is) with ``box``-shaped copies."""
+    layout = gl.NVMMASharedLayout.get_default_for(box, gl.bfloat16 if t.dtype == torch.bfloat16 else gl.float16)
+    return TensorDescriptor(t, list(t.shape), [t.stride(0), 1], box, layout)
 
 
 def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple | None = None,
@@ -136,13 +138,10 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
     bm, bn, bk, group, stages, epi = config or (WS_CONFIG if cluster else default_config(m, n, sms, b_tma))
     bn1, bn2 = WS_SPLIT_BLOCK_N.get(bn, (bn, 0))  # the kernel's BLOCK_N and BLOCK_N2
     b_tma = b_tma or bn2 > 0
-    a_desc = TensorDescriptor(a, [m, k], [a.stride(0), 1], [bm, bk], _layout([bm, bk], a.dtype))
-    b_box = [bk, bn1 // 2] if cluster else [bk, bn1]  # with clusters each CTA copies half of B's tile
-    b_desc = TensorDescriptor(b, [k, n], [b.stride(0), 1], b_box, _layout(b_box, a.dtype))
-    c_desc = TensorDescriptor(c, [m, n], [c.stride(0), 1], [bm // 2, bn1], _layout([bm // 2, bn1], a.dtype))
-    b2_desc = TensorDescriptor(b, [k, n], [b.stride(0), 1], [bk, bn2], _layout([bk, bn2], a.dtype)) if bn2 else b_desc
-    c2_desc = (TensorDescriptor(c, [m, n], [c.stride(0), 1], [bm // 2, bn2], _layout([bm // 2, bn2], a.dtype))
-               if bn2 else c_desc)
+    a_desc = _desc(a, [bm, bk])
+    b_desc = _desc(b, [bk, bn1 // 2] if cluster else [bk, bn1])  # with clusters each CTA copies half of B's tile
+    c_desc = _desc(c, [bm // 2, bn1])
+    b2_desc, c2_desc = (_desc(b, [bk, bn2]), _desc(c, [bm // 2, bn2])) if bn2 else (b_desc, c_desc)
     if cluster:  # one program a CTA, the grid counts clusters of two (pairs of tile rows in a tile column)
         grid = (min(triton.cdiv(triton.cdiv(m, bm), 2) * triton.cdiv(n, bn), max(1, sms // 2)),)
     else:

@@ -140,9 +140,6 @@ def _consumer(which: gl.constexpr, c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b
     ROWS: gl.constexpr = BLOCK_M // 2
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                          instr_shape=[16, BLOCK_N, 16])
-    N2: gl.constexpr = BLOCK_N2 if BLOCK_N2 > 0 else 8
-    acc2_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                          instr_shape=[16, N2, 16])
     k_tiles = gl.cdiv(K, BLOCK_K)
     j = 0
     first, end, step = _items(num_pid_m, num_pid_n, CLUSTER)
@@ -151,7 +148,9 @@ def _consumer(which: gl.constexpr, c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b
         r0 = pid_m * BLOCK_M + which * ROWS
         off_n = pid_n * (BLOCK_N + BLOCK_N2)
         acc = gl.zeros([ROWS, BLOCK_N], gl.float32, acc_layout)
-        acc2 = gl.zeros([ROWS, N2], gl.float32, acc2_layout)  # the last BLOCK_N2 columns (none: unused)
+        if BLOCK_N2 > 0:  # the tile's last BLOCK_N2 columns
+            acc2 = gl.zeros([ROWS, BLOCK_N2], gl.float32, gl.NVMMADistributedLayout(
+                version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N2, 16]))
         for kt in range(k_tiles):
             s = j % STAGES
             ph = (j // STAGES) & 1

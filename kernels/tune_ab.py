@@ -71,7 +71,8 @@ def patched(run: Callable[[], Any], target: Any, attr: str, value: Any) -> Calla
 
 
 def graph_of(fn: Callable[[], Any], reps: int = 20) -> Any:
-    """A CUDA graph of ``reps`` calls of ``fn`` (one call first on a side stream, as capture wants)."""
+    """A CUDA graph of ``reps`` calls of ``fn`` (one call first on a side stream, as capture wants), captured from
+    the current stream."""
     import torch
 
     side = torch.cuda.Stream()
@@ -79,6 +80,7 @@ def graph_of(fn: Callable[[], Any], reps: int = 20) -> Any:
     with torch.cuda.stream(side):
         fn()
     torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for _ in range(reps):

@@ -28,6 +28,7 @@ import torch
 from kernels import attention, attention_bwd_fused, attention_bwd_ws, tune_cases
 from kernels import reference as ref
 from kernels._checks import check_attention, interpreting, table_for
+from kernels.tune_ab import graph_of
 
 TOL = {torch.float16: 1e-2, torch.bfloat16: 5e-2}
 # b, hq, hk, lq, lk, d, causal, layout, dtype
@@ -139,16 +140,7 @@ def _recover() -> None:
 def _graph_side_ms(fn, calls: int = 10, reps: int = 15) -> float:
     """perfci's graph timer: warm-up on a side stream, ``calls`` calls captured in one graph from the current
     stream, replays timed with events; median per call."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(calls):
-            fn()
+    g = graph_of(fn, calls)
     g.replay()
     torch.cuda.synchronize()
     ms = []
