@@ -11,7 +11,15 @@ import torch
 import triton
 
 from kernels import _ptx_cluster
-from kernels._checks import GLUON_BUILD_ERRORS, gluon_build_failed, gluon_runnable, gluon_status, sm_count, tma_aligned
+from kernels._checks import (
+    GLUON_BUILD_ERRORS,
+    arrival_counters,
+    gluon_build_failed,
+    gluon_runnable,
+    gluon_status,
+    sm_count,
+    tma_aligned,
+)
 
 try:  # Gluon ships with Triton >= 3.5; the kernel is written against the GPU machine's 3.6 API
     from triton.experimental.gluon import language as gl
@@ -44,11 +52,6 @@ NARROW_EFFICIENCY = 0.92
 # (call 2).
 WS_SLIM_CONFIG: tuple = (128, 64, 64, 8, 8, 0)
 SLIM_EFFICIENCY = 0.72
-# The 128x64 tiles only where the last tile row holds at least SLIM_MIN_LAST_ROWS of A's rows: the rows of A's TMA
-# box past M are zero-filled by the copy engine at a cost like a read, and 64-column tiles ask for the box twice as
-# often (session 38 call 4, x the 128x128 tiles: 130x4096x4096, a second tile row of 2 rows, 0.72; 130x4096x1024
-# 0.90; 192x4096x1024, 64 rows, 1.04; 200x2048x1024 1.36; 80x4096x4096, one row of 80, 1.10).
-SLIM_MIN_LAST_ROWS = 64
 # 128x192 tiles (128 + 64 columns: WS_SPLIT_BLOCK_N) on a 4-stage ring, B by TMA: cuBLAS's at 768-1536 x 4096 x 4096
 # (132 tiles a round at N = 4096).  H200, session 38 call 6b, steady state, x the shipped tiles: 768x4096x4096 1.13
 # (x cuBLAS 0.86 -> 0.97), 3072^3 1.10 (0.91 -> 1.00), 1536x4096x4096 1.03, 2048x3072x2048 1.03; where the wide tiles
@@ -56,6 +59,28 @@ SLIM_MIN_LAST_ROWS = 64
 # more than a round their rate is 0.96-0.97 of the wide tiles' (8192^3, 4096^3), at one 0.85 (768x4096x4096).
 WS_MID_CONFIG: tuple = (128, 192, 64, 8, 4, 0)
 MID_EFFICIENCY = 0.94
+# Ragged edges fitted inside A and B (matmul_ws_kernel's FIT_M / FIT_N, fit_modes): the last tile row moved up to
+# end at row M (M >= 128); a single tile row of at least FIT_HALVES_MIN_PAST rows short of 128 (and M >= 64) as two
+# 64-row halves, each moved up to end at M at most (two boxes a step); the last tile column moved left to end at
+# column N (B by TMA).  Rows of a TMA box past M are zero-filled by the copy engine at more than a read's cost: the
+# 128x64 tiles at 65 / 80 / 96 / 112 / 127 x 4096 x 4096 took 22.2 / 20.2 / 16.5 / 13.7 / 13.0 us, the same 64 tiles
+# (H200, session 39 call 1, steady state), fitted as halves 13.8-14.1 (x unfitted: 1.60 / 1.46 / 1.19 / 0.99 / 0.93;
+# the second box a step costs about 1 us there, hence FIT_HALVES_MIN_PAST; 100x1024x4096, 16 tiles, 0.93);
+# 130x4096x4096 on 128x64 tiles fitted 1.60x the 128x128 tiles unfitted (x cuBLAS 0.50 -> 0.80), 130x4096x1024 1.39x.
+# Level where one ragged tile row or column is among many (4000x5000x3000, 4000x4096x4096, 4096x4032x4096,
+# 1000x3072x1000: 0.995-0.998, within the rounds' spread); halves there lose 2 %.  Outputs bitwise the unfitted ones.
+FIT_EDGES = True
+FIT_HALVES_MIN_PAST = 32
+# K split into chunks, each its own work item (matmul_ws_kernel's SPLIT: fp32 partials through a workspace, summed by
+# the warpgroup that completes a tile's rows), where the tiles fill at most a quarter of the SMs: the largest power of
+# two up to SPLIT_MAX whose items still fit one round, each chunk at least SPLIT_MIN_K_STEPS K steps (default_split).
+# H200, session 39 call 3, steady state, x unsplit: 16-32 tiles 1.10-1.48 at 4 chunks of 16-32 K steps (65x1024x4096
+# 1.18, 100x1024x4096 1.13, 96x2048x4096 1.10, 256x1024x8192 1.48 (x cuBLAS 0.64 -> 0.94), 512x512x8192 1.20; 2
+# chunks there 1.06-1.27), 8 chunks of 8 K steps 0.93-0.98; at 64 tiles 2 chunks lost (0.88-0.96 at M 65-127 x 4096 x
+# 4096 and 512x1024x4096, 0.63 at 200x2048x1024 with 8 K steps a chunk): the products there are bound by the bytes
+# all SMs read together (L2), which a split does not lessen.
+SPLIT_MAX, SPLIT_MIN_K_STEPS = 4, 16
+_LOCKS: dict = {}  # per-tile arrival counters of split GEMMs, a buffer per (device, stream)
 # consumer registers after setmaxnreg, launch-time maxnreg (12 warps share the 64K register file; the producer
 # warpgroup keeps (168 * 384 - 208 * 256) / 128 = 88 per thread)
 CONSUMER_REGS, MAXNREG = 208, 168
@@ -93,18 +118,36 @@ def default_config(m: int, n: int, sms: int, b_tma: bool = True) -> tuple:
     """Of WS_CONFIG, WS_MID_CONFIG, WS_NARROW_CONFIG and WS_SLIM_CONFIG the one whose tiles' fill of the ``sms`` SMs'
     rounds, times the share of their columns inside N (a ragged tile column counts whole), times their rate against
     the wide tiles' (1, ``MID_EFFICIENCY``, ``NARROW_EFFICIENCY``, ``SLIM_EFFICIENCY``), is highest; the wider on a
-    tie.  WS_MID_CONFIG only with ``b_tma`` (B read by TMA), WS_SLIM_CONFIG only where the last tile row has at least
-    SLIM_MIN_LAST_ROWS rows."""
+    tie.  WS_MID_CONFIG only with ``b_tma`` (B read by TMA)."""
     def score(config: tuple, rate: float) -> float:
         cols = triton.cdiv(n, config[1])
         tiles = triton.cdiv(m, config[0]) * cols
         return tiles / (triton.cdiv(tiles, sms) * sms) * n / (cols * config[1]) * rate
 
     rated = [(WS_CONFIG, 1.0)] + ([(WS_MID_CONFIG, MID_EFFICIENCY)] if b_tma else [])
-    rated.append((WS_NARROW_CONFIG, NARROW_EFFICIENCY))
-    if m % WS_SLIM_CONFIG[0] == 0 or m % WS_SLIM_CONFIG[0] >= SLIM_MIN_LAST_ROWS:
-        rated.append((WS_SLIM_CONFIG, SLIM_EFFICIENCY))
+    rated += [(WS_NARROW_CONFIG, NARROW_EFFICIENCY), (WS_SLIM_CONFIG, SLIM_EFFICIENCY)]
     return max(rated, key=lambda cr: score(*cr))[0]  # max keeps the first of equals
+
+
+def fit_modes(m: int, n: int, block_m: int, block_n: int, b_tma: bool) -> tuple[int, bool]:
+    """(FIT_M, FIT_N) of matmul_ws_kernel for an (m, n) output on block_m x block_n tiles (``FIT_EDGES``)."""
+    if not FIT_EDGES:
+        return 0, False
+    fit_m = 0 if m % block_m == 0 else 1 if m >= block_m else 2 if block_m // 2 <= m <= block_m - FIT_HALVES_MIN_PAST \
+        else 0
+    return fit_m, bool(b_tma and n % block_n and n >= block_n)
+
+
+def default_split(m: int, n: int, k: int, config: tuple, sms: int) -> int:
+    """How many chunks of K ``config``'s tiles take for an (m, n, k) product (1: unsplit; ``SPLIT_MAX``,
+    ``SPLIT_MIN_K_STEPS``; only where the tiles fill at most a quarter of the ``sms`` SMs); 128x192 tiles unsplit."""
+    tiles = triton.cdiv(m, config[0]) * triton.cdiv(n, config[1])
+    split, k_steps = 1, triton.cdiv(k, config[2])
+    if config[1] in WS_SPLIT_BLOCK_N or 4 * tiles > sms:
+        return 1
+    while 2 * split <= SPLIT_MAX and tiles * 2 * split <= sms and k_steps >= 2 * split * SPLIT_MIN_K_STEPS:
+        split *= 2
+    return split
 
 
 def runnable(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
@@ -121,14 +164,17 @@ def _desc(t: torch.Tensor, box: list[int]):
 
 
 def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple | None = None,
-              b_tma: bool | None = None, cluster: bool = False) -> bool:
+              b_tma: bool | None = None, cluster: bool = False, split: int | None = None) -> bool:
     """``c = a @ b`` through the Gluon kernel (``config`` None: :func:`default_config`'s); False (nothing written)
     when it cannot be built here.  ``b_tma``: B through TMA too (default: only when its row pitch is a multiple of
     128 bytes; always for tiles of WS_SPLIT_BLOCK_N's widths).  ``cluster``: in clusters of two CTAs, B by TMA
-    multicast (WS_CONFIG's tiles; False, nothing written, once that build failed)."""
+    multicast (WS_CONFIG's tiles; False, nothing written, once that build failed).  ``split``: K in that many chunks
+    (default: :func:`default_split`'s; clusters unsplit), fp32 partials summed in chunk order."""
     m, k = a.shape
     n = b.shape[1]
     sms = sm_count(a.device, 1)
+    if split is not None and (split < 1 or (split > 1 and cluster)):
+        raise ValueError(f"split must be at least 1, and 1 with clusters, got {split}")
     if cluster and (_broken_cluster or config is not None):
         return False
     if config is not None:
@@ -138,20 +184,34 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
     bm, bn, bk, group, stages, epi = config or (WS_CONFIG if cluster else default_config(m, n, sms, b_tma))
     bn1, bn2 = WS_SPLIT_BLOCK_N.get(bn, (bn, 0))  # the kernel's BLOCK_N and BLOCK_N2
     b_tma = b_tma or bn2 > 0
-    a_desc = _desc(a, [bm, bk])
+    fit_m, fit_n = fit_modes(m, n, bm, bn, b_tma)
+    k_steps = triton.cdiv(k, bk)
+    if split is None:
+        split = 1 if cluster else default_split(m, n, k, (bm, bn, bk), sms)
+    elif split > 1 and bn2:
+        raise ValueError(f"split must be 1 with {bn}-column tiles, got {split}")
+    kt_per = triton.cdiv(k_steps, split)
+    split = triton.cdiv(k_steps, kt_per)  # no chunk empty
+    if split > 1:  # fp32 partials, plain stores (EPI 1)
+        work = torch.empty((split, m, n), dtype=torch.float32, device=a.device)
+        locks = arrival_counters(_LOCKS, a.device, 2 * triton.cdiv(m, bm) * triton.cdiv(n, bn))
+        epi = 1
+    else:
+        work = locks = c
+    a_desc = _desc(a, [bm // 2 if fit_m == 2 else bm, bk])  # FIT_M 2: two half boxes a step
     b_desc = _desc(b, [bk, bn1 // 2] if cluster else [bk, bn1])  # with clusters each CTA copies half of B's tile
     c_desc = _desc(c, [bm // 2, bn1])
     b2_desc, c2_desc = (_desc(b, [bk, bn2]), _desc(c, [bm // 2, bn2])) if bn2 else (b_desc, c_desc)
     if cluster:  # one program a CTA, the grid counts clusters of two (pairs of tile rows in a tile column)
         grid = (min(triton.cdiv(triton.cdiv(m, bm), 2) * triton.cdiv(n, bn), max(1, sms // 2)),)
     else:
-        grid = (min(triton.cdiv(m, bm) * triton.cdiv(n, bn), sms),)
+        grid = (min(triton.cdiv(m, bm) * triton.cdiv(n, bn) * split, sms),)
     try:
         matmul_ws_kernel[grid](a_desc, b_desc, c_desc, b, c, m, n, k, n // 8, b.stride(0) // 8, c.stride(0),
-                               b2_desc, c2_desc, BLOCK_N=bn1, GROUP_M=group, STAGES=stages, B_TMA=bool(b_tma),
-                               EPI=epi, CONSUMER_REGS=CONSUMER_REGS, CLUSTER=2 if cluster else 1,
-                               CLUSTER_PTX=_ptx_cluster.VERSION if cluster else 0, BLOCK_N2=bn2, num_warps=4,
-                               maxnreg=MAXNREG)
+                               b2_desc, c2_desc, work, locks, kt_per, BLOCK_N=bn1, GROUP_M=group, STAGES=stages,
+                               B_TMA=bool(b_tma), EPI=epi, CONSUMER_REGS=CONSUMER_REGS, CLUSTER=2 if cluster else 1,
+                               CLUSTER_PTX=_ptx_cluster.VERSION if cluster else 0, BLOCK_N2=bn2, FIT_M=fit_m,
+                               FIT_N=fit_n, SPLIT=split, num_warps=4, maxnreg=MAXNREG)
     except GLUON_BUILD_ERRORS as exc:  # compile, ptxas or resource errors (the PTX rewrite's): not a launch failure
         if cluster:  # the unclustered routes take over, said once
             gluon_build_failed(exc, _broken_cluster, "Gluon GEMM in clusters of two CTAs", "the repack route")

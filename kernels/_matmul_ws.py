@@ -20,6 +20,12 @@ Tiles of a width that is not a power of two (Gluon's shapes are), 192 columns, a
 (128 + 64) columns: a second descriptor over B and one over C, a second ring buffer, accumulator and staging buffer,
 two wgmma groups a K step (B by TMA, TMA stores, unclustered).
 
+Ragged edges are fitted inside A and B (``FIT_M`` / ``FIT_N``, ``_origin``): the last tile row or column is moved to
+end at M or N (below 128 rows each half of the rows, read as two 64-row boxes), recomputing rows or columns of its
+neighbours, because the copy engine's zero fill of a box's rows past M costs more than reading them.  Where few tiles
+run, K is split (``SPLIT``): each tile's chunks of K are work items of their own, their fp32 partials summed in chunk
+order through a workspace by the warpgroup that completes the tile's rows.
+
 With ``CLUSTER`` = 2 (B through TMA) the programs run in clusters of two CTAs (``kernels/_ptx_cluster.py`` adds what
 Gluon cannot express to the PTX and launches the clusters): the two CTAs of a cluster take the output tiles of rows 2p
 and 2p + 1 of one column of tiles at the same time, and each copies one half of their common B tile, which the copy
@@ -69,20 +75,55 @@ def _tile(item, num_pid_m, num_pid_n, GROUP_M: gl.constexpr, CLUSTER: gl.constex
 
 
 @gluon.jit
-def _items(num_pid_m, num_pid_n, CLUSTER: gl.constexpr):
+def _items(num_pid_m, num_pid_n, CLUSTER: gl.constexpr, SPLIT: gl.constexpr):
     """(first, end, step) of this program's work items: tiles, or with ``CLUSTER`` 2 pairs of tiles, shared by the
-    two CTAs of a cluster."""
-    return (gl.program_id(0) // CLUSTER, gl.cdiv(num_pid_m, CLUSTER) * num_pid_n,
+    two CTAs of a cluster; with ``SPLIT`` > 1 each tile's SPLIT chunks of K (``_chunk``)."""
+    return (gl.program_id(0) // CLUSTER, gl.cdiv(num_pid_m, CLUSTER) * num_pid_n * SPLIT,
             gl.num_programs(0) // CLUSTER)
 
 
 @gluon.jit
-def _producer(a_desc, b_desc, b2_desc, B, K, N8, SB8, a_s, b_s, b2_s, a_ready, b_ready, empty, num_pid_m,
+def _chunk(item, k_tiles, KT_PER, SPLIT: gl.constexpr):
+    """(tile, chunk, first K step, end K step) of work item ``item``: a tile's SPLIT chunks of KT_PER K steps are
+    consecutive items (so they run at once on neighbouring programs)."""
+    if SPLIT == 1:
+        return item, 0, 0, k_tiles
+    else:
+        part = item % SPLIT
+        kt0 = part * KT_PER
+        return item // SPLIT, part, kt0, gl.minimum(kt0 + KT_PER, k_tiles)
+
+
+@gluon.jit
+def _origin(pid_m, pid_n, M, N, which: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_NT: gl.constexpr,
+            FIT_M: gl.constexpr, FIT_N: gl.constexpr):
+    """(first row, first column) of the ``which`` half's rows (BLOCK_M / 2) of tile (pid_m, pid_n).  FIT_M 1 (M >=
+    BLOCK_M): the last tile row moved up to end at row M; 2 (M >= BLOCK_M / 2): each half moved up to end at M at
+    most; FIT_N (N >= BLOCK_NT): the last tile column moved left to end at column N.  So no copy reaches past A's
+    rows or B's columns (the copy engine's zero fill of a box's rows past M costs more than reading them; the moved
+    tiles recompute rows or columns of their neighbours, bitwise the same values)."""
+    ROWS: gl.constexpr = BLOCK_M // 2
+    r = pid_m * BLOCK_M
+    if FIT_M == 1:
+        r = gl.minimum(r, M - BLOCK_M) + which * ROWS
+    elif FIT_M == 2:
+        r = gl.minimum(r + which * ROWS, M - ROWS)
+    else:
+        r = r + which * ROWS
+    col = pid_n * BLOCK_NT
+    if FIT_N:
+        col = gl.minimum(col, N - BLOCK_NT)
+    return r, col
+
+
+@gluon.jit
+def _producer(a_desc, b_desc, b2_desc, B, M, N, K, N8, SB8, a_s, b_s, b2_s, a_ready, b_ready, empty, num_pid_m,
               num_pid_n, GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr, CLUSTER: gl.constexpr,
-              BLOCK_N2: gl.constexpr):
+              BLOCK_N2: gl.constexpr, FIT_M: gl.constexpr, FIT_N: gl.constexpr, KT_PER, SPLIT: gl.constexpr):
     # the default partition (4 warps)
-    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
-    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    BLOCK_M: gl.constexpr = a_s.shape[1]
+    BLOCK_K: gl.constexpr = a_s.shape[2]
+    ROWS: gl.constexpr = BLOCK_M // 2
     BLOCK_N: gl.constexpr = b_s.shape[2]
     # 8 contiguous columns (16 bytes) per thread, a warp per row of 256 columns
     TPW_N: gl.constexpr = BLOCK_N // 8 if BLOCK_N // 8 < 32 else 32
@@ -92,23 +133,32 @@ def _producer(a_desc, b_desc, b2_desc, B, K, N8, SB8, a_s, b_s, b2_s, a_ready, b
     HALF_N: gl.constexpr = BLOCK_N // 2
     B2_BYTES: gl.constexpr = b2_desc.block_type.nbytes if BLOCK_N2 > 0 else 0
     B_TMA_BYTES: gl.constexpr = CLUSTER * b_desc.block_type.nbytes + B2_BYTES if B_TMA else 0
+    A_BYTES: gl.constexpr = a_desc.block_type.nbytes * (2 if FIT_M == 2 else 1)  # FIT_M 2: two half boxes
     k_tiles = gl.cdiv(K, BLOCK_K)
     j = 0
-    first, end, step = _items(num_pid_m, num_pid_n, CLUSTER)
+    first, end, step = _items(num_pid_m, num_pid_n, CLUSTER, SPLIT)
     for item in range(first, end, step):
-        pid_m, pid_n = _tile(item, num_pid_m, num_pid_n, GROUP_M, CLUSTER)
-        off_m = pid_m * BLOCK_M
-        off_n = pid_n * (BLOCK_N + BLOCK_N2)
+        tile, _, kt0, kt1 = _chunk(item, k_tiles, KT_PER, SPLIT)
+        pid_m, pid_n = _tile(tile, num_pid_m, num_pid_n, GROUP_M, CLUSTER)
+        off_m, off_n = _origin(pid_m, pid_n, M, N, 0, BLOCK_M, BLOCK_N + BLOCK_N2, FIT_M, FIT_N)
+        if FIT_M == 2:
+            off_m1, off_n = _origin(pid_m, pid_n, M, N, 1, BLOCK_M, BLOCK_N + BLOCK_N2, FIT_M, FIT_N)
         offs_n = off_n + cols
         n_ok = gl.expand_dims(offs_n < N8 * 8, 0)
         col_ptrs = B + gl.expand_dims(offs_n, 0)
-        for kt in range(k_tiles):
+        for kt in range(kt0, kt1):
             s = j % STAGES
             mbarrier.wait(empty.index(s), ((j // STAGES) & 1) ^ 1)  # a fresh barrier counts as phase 1 done
             # A by TMA; B by TMA too (with CLUSTER 2 this CTA's half, multicast, and the other CTA's half arrive
             # here) or by cp.async (counted on b_ready)
-            mbarrier.expect(a_ready.index(s), a_desc.block_type.nbytes + B_TMA_BYTES)
-            tma.async_copy_global_to_shared(a_desc, [off_m, kt * BLOCK_K], a_ready.index(s), a_s.index(s))
+            mbarrier.expect(a_ready.index(s), A_BYTES + B_TMA_BYTES)
+            if FIT_M == 2:
+                tma.async_copy_global_to_shared(a_desc, [off_m, kt * BLOCK_K], a_ready.index(s),
+                                                a_s.index(s).slice(0, ROWS, dim=0))
+                tma.async_copy_global_to_shared(a_desc, [off_m1, kt * BLOCK_K], a_ready.index(s),
+                                                a_s.index(s).slice(ROWS, ROWS, dim=0))
+            else:
+                tma.async_copy_global_to_shared(a_desc, [off_m, kt * BLOCK_K], a_ready.index(s), a_s.index(s))
             if not B_TMA:
                 offs_k = kt * BLOCK_K + rows
                 ptrs = col_ptrs + gl.expand_dims(offs_k.to(gl.int64) * (SB8 * 8), 1)
@@ -133,7 +183,8 @@ def _producer(a_desc, b_desc, b2_desc, B, K, N8, SB8, a_s, b_s, b2_s, a_ready, b
 @gluon.jit
 def _consumer(which: gl.constexpr, c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready,
               empty, num_pid_m, num_pid_n, GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr,
-              EPI: gl.constexpr, CLUSTER: gl.constexpr, BLOCK_N2: gl.constexpr):
+              EPI: gl.constexpr, CLUSTER: gl.constexpr, BLOCK_N2: gl.constexpr, FIT_M: gl.constexpr,
+              FIT_N: gl.constexpr, W, LOCKS, KT_PER, SPLIT: gl.constexpr):
     BLOCK_M: gl.constexpr = a_s.shape[1]
     BLOCK_K: gl.constexpr = a_s.shape[2]
     BLOCK_N: gl.constexpr = b_s.shape[2]
@@ -142,16 +193,16 @@ def _consumer(which: gl.constexpr, c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b
                                                          instr_shape=[16, BLOCK_N, 16])
     k_tiles = gl.cdiv(K, BLOCK_K)
     j = 0
-    first, end, step = _items(num_pid_m, num_pid_n, CLUSTER)
+    first, end, step = _items(num_pid_m, num_pid_n, CLUSTER, SPLIT)
     for item in range(first, end, step):
-        pid_m, pid_n = _tile(item, num_pid_m, num_pid_n, GROUP_M, CLUSTER)
-        r0 = pid_m * BLOCK_M + which * ROWS
-        off_n = pid_n * (BLOCK_N + BLOCK_N2)
+        tile, part, kt0, kt1 = _chunk(item, k_tiles, KT_PER, SPLIT)
+        pid_m, pid_n = _tile(tile, num_pid_m, num_pid_n, GROUP_M, CLUSTER)
+        r0, off_n = _origin(pid_m, pid_n, M, N, which, BLOCK_M, BLOCK_N + BLOCK_N2, FIT_M, FIT_N)
         acc = gl.zeros([ROWS, BLOCK_N], gl.float32, acc_layout)
         if BLOCK_N2 > 0:  # the tile's last BLOCK_N2 columns
             acc2 = gl.zeros([ROWS, BLOCK_N2], gl.float32, gl.NVMMADistributedLayout(
                 version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N2, 16]))
-        for kt in range(k_tiles):
+        for kt in range(kt0, kt1):
             s = j % STAGES
             ph = (j // STAGES) & 1
             mbarrier.wait(a_ready.index(s), ph)
@@ -165,7 +216,7 @@ def _consumer(which: gl.constexpr, c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b
                 acc, acc2 = warpgroup_mma_wait(2, deps=(acc, acc2))
             else:
                 acc = warpgroup_mma_wait(1, deps=(acc,))
-            if kt > 0:
+            if kt > kt0:
                 mbarrier.arrive(empty.index((j - 1) % STAGES), count=1)
             j += 1
         if BLOCK_N2 > 0:
@@ -173,8 +224,25 @@ def _consumer(which: gl.constexpr, c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b
         else:
             acc = warpgroup_mma_wait(0, deps=(acc,))
         mbarrier.arrive(empty.index((j - 1) % STAGES), count=1)
-        c = acc.to(c_desc.dtype)
-        if EPI == 0:
+        if SPLIT > 1:  # (EPI 1) this chunk's fp32 partial into W; the warpgroup whose arrival completes its rows'
+            # SPLIT chunks sums them in chunk order (the same sum whichever arrives last) and stores the rows
+            offs_m = r0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, acc_layout))
+            offs_n = off_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, acc_layout))
+            mask = gl.expand_dims(offs_m < M, 1) & gl.expand_dims(offs_n < N, 0)
+            w_ptrs = W + gl.expand_dims(offs_m.to(gl.int64) * N, 1) + gl.expand_dims(offs_n, 0)
+            plane = M.to(gl.int64) * N
+            gl.store(w_ptrs + part * plane, acc, mask=mask)
+            gl.thread_barrier()  # the warpgroup's partial stored before its release below
+            lock = LOCKS + (tile * 2 + which)
+            if gl.atomic_add(lock, 1, sem="acq_rel", scope="gpu") == SPLIT - 1:
+                acc = gl.zeros([ROWS, BLOCK_N], gl.float32, acc_layout)
+                for t in gl.static_range(SPLIT):
+                    acc += gl.load(w_ptrs + t * plane, mask=mask, other=0.0, cache_modifier=".cg")
+                ptrs = C + gl.expand_dims(offs_m.to(gl.int64) * scm, 1) + gl.expand_dims(offs_n, 0)
+                gl.store(ptrs, acc.to(c_desc.dtype), mask=mask)
+                gl.atomic_xchg(lock, 0, sem="relaxed", scope="gpu")  # zero again for the next call
+        elif EPI == 0:
+            c = acc.to(c_desc.dtype)
             tma.store_wait(0)  # the previous tile has left the staging buffers
             c_s.index(which).store(c)
             if BLOCK_N2 > 0:
@@ -184,6 +252,7 @@ def _consumer(which: gl.constexpr, c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b
             if BLOCK_N2 > 0:
                 tma.async_copy_shared_to_global(c2_desc, [r0, off_n + BLOCK_N], c2_s.index(which))
         else:
+            c = acc.to(c_desc.dtype)
             offs_m = r0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, acc_layout))
             offs_n = off_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, acc_layout))
             ptrs = C + gl.expand_dims(offs_m.to(gl.int64) * scm, 1) + gl.expand_dims(offs_n, 0)
@@ -195,24 +264,27 @@ def _consumer(which: gl.constexpr, c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b
 @gluon.jit
 def _consumer0(c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready, empty, num_pid_m,
                num_pid_n, GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr, EPI: gl.constexpr,
-               CLUSTER: gl.constexpr, BLOCK_N2: gl.constexpr):
+               CLUSTER: gl.constexpr, BLOCK_N2: gl.constexpr, FIT_M: gl.constexpr, FIT_N: gl.constexpr, W, LOCKS,
+               KT_PER, SPLIT: gl.constexpr):
     _consumer(0, c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready, empty, num_pid_m,
-              num_pid_n, GROUP_M, STAGES, B_TMA, EPI, CLUSTER, BLOCK_N2)
+              num_pid_n, GROUP_M, STAGES, B_TMA, EPI, CLUSTER, BLOCK_N2, FIT_M, FIT_N, W, LOCKS, KT_PER, SPLIT)
 
 
 @gluon.jit
 def _consumer1(c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready, empty, num_pid_m,
                num_pid_n, GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr, EPI: gl.constexpr,
-               CLUSTER: gl.constexpr, BLOCK_N2: gl.constexpr):
+               CLUSTER: gl.constexpr, BLOCK_N2: gl.constexpr, FIT_M: gl.constexpr, FIT_N: gl.constexpr, W, LOCKS,
+               KT_PER, SPLIT: gl.constexpr):
     _consumer(1, c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready, empty, num_pid_m,
-              num_pid_n, GROUP_M, STAGES, B_TMA, EPI, CLUSTER, BLOCK_N2)
+              num_pid_n, GROUP_M, STAGES, B_TMA, EPI, CLUSTER, BLOCK_N2, FIT_M, FIT_N, W, LOCKS, KT_PER, SPLIT)
 
 
 @gluon.jit
-def matmul_ws_kernel(a_desc, b_desc, c_desc, B, C, M, N, K, N8, SB8, scm, b2_desc, c2_desc,
+def matmul_ws_kernel(a_desc, b_desc, c_desc, B, C, M, N, K, N8, SB8, scm, b2_desc, c2_desc, W, LOCKS, KT_PER,
                      BLOCK_N: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr,
                      EPI: gl.constexpr, CONSUMER_REGS: gl.constexpr, CLUSTER: gl.constexpr = 1,
-                     CLUSTER_PTX: gl.constexpr = 0, BLOCK_N2: gl.constexpr = 0):
+                     CLUSTER_PTX: gl.constexpr = 0, BLOCK_N2: gl.constexpr = 0, FIT_M: gl.constexpr = 0,
+                     FIT_N: gl.constexpr = False, SPLIT: gl.constexpr = 1):
     """a_desc: host descriptor over A (M, K) with [BLOCK_M, BLOCK_K] boxes; c_desc over C (M, N) with
     [BLOCK_M / 2, BLOCK_N] boxes; b_desc over B (K, N) with [BLOCK_K, BLOCK_N] boxes (read only with ``B_TMA``;
     otherwise B is read through the pointer ``B``, row stride SB8 * 8 elements, N8 * 8 == N columns).  C also as
@@ -221,11 +293,18 @@ def matmul_ws_kernel(a_desc, b_desc, c_desc, B, C, M, N, K, N8, SB8, scm, b2_des
     programs; ``CLUSTER_PTX``: that rewrite's version (a new one compiles anew).  ``BLOCK_N2`` > 0 (``B_TMA``, ``EPI``
     0, ``CLUSTER`` 1): output tiles of BLOCK_N + BLOCK_N2 columns (Gluon's shapes are powers of two: 192 as 128 + 64),
     the last BLOCK_N2 through b2_desc's [BLOCK_K, BLOCK_N2] and c2_desc's [BLOCK_M / 2, BLOCK_N2] boxes, a second
-    buffer and accumulator (b2_desc and c2_desc are not read otherwise)."""
+    buffer and accumulator (b2_desc and c2_desc are not read otherwise).  ``FIT_M`` 1 (M >= BLOCK_M): the last tile
+    row moved up to end at row M; 2 (M >= BLOCK_M / 2; a_desc's boxes [BLOCK_M / 2, BLOCK_K], two a step): each half
+    row moved up to end at M at most; ``FIT_N`` (N >= the tile's columns, B by TMA): the last tile column moved left to
+    end at column N (``_origin``).  ``SPLIT`` > 1 (``EPI`` 1, ``CLUSTER`` 1, ``BLOCK_N2`` 0): each tile's K steps in
+    SPLIT chunks of ``KT_PER`` (the last one shorter, none empty), each a work item, their fp32 partials through ``W``
+    (SPLIT x M x N) and summed by the warpgroup that completes a tile's rows (counted in ``LOCKS``, two int32 a tile,
+    zero between calls)."""
     gl.static_assert(CLUSTER == 1 or (B_TMA and EPI == 0), "CLUSTER 2 reads B by TMA and stores by TMA")
     gl.static_assert(BLOCK_N2 == 0 or (B_TMA and EPI == 0 and CLUSTER == 1), "BLOCK_N2: B by TMA, TMA stores")
+    gl.static_assert(SPLIT == 1 or (EPI == 1 and CLUSTER == 1 and BLOCK_N2 == 0), "SPLIT: plain stores, unclustered")
     dtype: gl.constexpr = a_desc.dtype
-    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0] * (2 if FIT_M == 2 else 1)
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     num_pid_m = gl.cdiv(M, BLOCK_M)
     num_pid_n = gl.cdiv(N, BLOCK_N + BLOCK_N2)
@@ -250,10 +329,12 @@ def matmul_ws_kernel(a_desc, b_desc, c_desc, B, C, M, N, K, N8, SB8, scm, b2_des
         mbarrier.init(b_ready.index(i), count=128)  # one cp.async arrival per producer thread
         mbarrier.init(empty.index(i), count=2 * CLUSTER)  # released by both consumers (of both CTAs)
     gl.warp_specialize([
-        (_producer, (a_desc, b_desc, b2_desc, B, K, N8, SB8, a_s, b_s, b2_s, a_ready, b_ready, empty, num_pid_m,
-                     num_pid_n, GROUP_M, STAGES, B_TMA, CLUSTER, BLOCK_N2)),
+        (_producer, (a_desc, b_desc, b2_desc, B, M, N, K, N8, SB8, a_s, b_s, b2_s, a_ready, b_ready, empty,
+                     num_pid_m, num_pid_n, GROUP_M, STAGES, B_TMA, CLUSTER, BLOCK_N2, FIT_M, FIT_N, KT_PER, SPLIT)),
         (_consumer0, (c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready, empty,
-                      num_pid_m, num_pid_n, GROUP_M, STAGES, B_TMA, EPI, CLUSTER, BLOCK_N2)),
+                      num_pid_m, num_pid_n, GROUP_M, STAGES, B_TMA, EPI, CLUSTER, BLOCK_N2, FIT_M, FIT_N, W, LOCKS,
+                      KT_PER, SPLIT)),
         (_consumer1, (c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready, empty,
-                      num_pid_m, num_pid_n, GROUP_M, STAGES, B_TMA, EPI, CLUSTER, BLOCK_N2)),
+                      num_pid_m, num_pid_n, GROUP_M, STAGES, B_TMA, EPI, CLUSTER, BLOCK_N2, FIT_M, FIT_N, W, LOCKS,
+                      KT_PER, SPLIT)),
     ], [4, 4], [CONSUMER_REGS, CONSUMER_REGS])

@@ -23,33 +23,36 @@ from kernels._offline_build import build, descriptor_type, main, write_ptx_fixtu
 
 
 def _signature(bm: int, bn: int, bk: int, stages: int, epi: int, b_tma: bool, group: int, regs: int,
-               cluster: int) -> tuple[dict, dict]:
+               cluster: int, fit_m: int = 0, fit_n: bool = False, split: int = 1) -> tuple[dict, dict]:
     """(signature, constexprs) of one bf16 configuration, as the JIT would give them."""
-    split = bn & (bn - 1) != 0  # not a power of two (192): BLOCK_N as its largest power of two + BLOCK_N2
-    bn1 = 1 << (bn.bit_length() - 1) if split else bn
-    bn2 = bn - bn1 if split else 0
-    const = {"BLOCK_N": bn1, "GROUP_M": group, "STAGES": stages, "B_TMA": b_tma or cluster == 2 or split, "EPI": epi,
+    two = bn & (bn - 1) != 0  # not a power of two (192): BLOCK_N as its largest power of two + BLOCK_N2
+    bn1 = 1 << (bn.bit_length() - 1) if two else bn
+    bn2 = bn - bn1 if two else 0
+    const = {"BLOCK_N": bn1, "GROUP_M": group, "STAGES": stages, "B_TMA": b_tma or cluster == 2 or two, "EPI": epi,
              "CONSUMER_REGS": regs, "CLUSTER": cluster, "CLUSTER_PTX": _ptx_cluster.VERSION if cluster == 2 else 0,
-             "BLOCK_N2": bn2}
-    descs = {"a_desc": (bm, bk), "b_desc": (bk, bn1 // cluster), "c_desc": (bm // 2, bn1),
+             "BLOCK_N2": bn2, "FIT_M": fit_m, "FIT_N": fit_n, "SPLIT": split}
+    descs = {"a_desc": (bm // 2 if fit_m == 2 else bm, bk), "b_desc": (bk, bn1 // cluster), "c_desc": (bm // 2, bn1),
              "b2_desc": (bk, bn2 or bn1 // cluster), "c2_desc": (bm // 2, bn2 or bn1)}
+    pointers = {"B": "*bf16", "C": "*bf16", "W": "*fp32", "LOCKS": "*i32"}
     sig = {name: "constexpr" if name in const else descriptor_type("bf16", descs[name]) if name in descs
-           else {"B": "*bf16", "C": "*bf16"}.get(name, "i32") for name in matmul_ws_kernel.arg_names}
+           else pointers.get(name, "i32") for name in matmul_ws_kernel.arg_names}
     return sig, const
 
 
 def check(bm: int = 128, bn: int = 256, bk: int = 64, stages: int = 3, epi: int = 0, b_tma: bool = False,
-          group: int = 8, regs: int = 208, maxnreg: int = 168, cluster: int = 1) -> bool:
+          group: int = 8, regs: int = 208, maxnreg: int = 168, cluster: int = 1, fit_m: int = 0,
+          fit_n: bool = False, split: int = 1) -> bool:
     """Build one configuration; True if it built."""
-    sig, const = _signature(bm, bn, bk, stages, epi, b_tma, group, regs, cluster)
+    sig, const = _signature(bm, bn, bk, stages, epi, b_tma, group, regs, cluster, fit_m, fit_n, split)
     b_tma = const["B_TMA"]
     names = matmul_ws_kernel.arg_names
     attrs = {(names.index("B"),): [["tt.divisibility", 16]], (names.index("C"),): [["tt.divisibility", 16]]}
     tag = (f"{bm}x{bn}x{bk} stages={stages} epi={epi} b_tma={b_tma} group={group} regs={regs}/{maxnreg} "
-           f"cluster={cluster}")
+           f"cluster={cluster} fit_m={fit_m} fit_n={fit_n} split={split}")
     counts = ("wgmma.mma_async", "cp.async.cg", "cp.async.ca", "cp.async.mbarrier", "cp.async.bulk.tensor",
               "fence.proxy.async", "setmaxnreg", "multicast::cluster", "mapa", "barrier.cluster")
-    path = f"/tmp/matmul_ws_{bm}_{bn}_{bk}_{stages}_{epi}_{int(b_tma)}" + ("_c2" if cluster == 2 else "")
+    path = (f"/tmp/matmul_ws_{bm}_{bn}_{bk}_{stages}_{epi}_{int(b_tma)}" + ("_c2" if cluster == 2 else "")
+            + (f"_fit{fit_m}{int(fit_n)}" if fit_m or fit_n else "") + (f"_s{split}" if split > 1 else ""))
     with _ptx_cluster.rewriting(B_DESC_PARAM) if cluster == 2 else nullcontext():
         return build(matmul_ws_kernel, sig, const, attrs, maxnreg=maxnreg, tag=tag, path=path, counts=counts)
 

@@ -86,7 +86,7 @@ def test_gluon_default_rule():
     (512, 4096, "narrow"), (128, 14336, "narrow"),  # slim tiles fill as much as the narrow ones, at a lower rate
     (1024, 1024, "slim"),  # 32 wide tiles (0.24 of a round), 64 narrow (0.48), 128 slim (0.97)
     (128, 4096, "slim"), (256, 4096, "slim"), (512, 1024, "slim"), (80, 4096, "slim"), (192, 4096, "slim"),
-    (130, 4096, "narrow"), (319, 2048, "narrow"),  # last tile rows of 2 and 63 rows: A's box mostly zero-filled
+    (130, 4096, "slim"), (319, 2048, "slim"),  # last tile rows of 2 and 63 rows, fitted inside A (fit_modes)
     (2048, 2048, "wide"),  # 128 wide tiles fill 0.97 of a round: the narrower ones' 0.97 loses at their rates
     (256, 14336, "wide"), (4096, 4096, "wide"), (8192, 8192, "wide"), (4096, 14336, "wide"), (4000, 5000, "wide"),
     # N under 1024: a ragged tile column counts whole (256 columns: two 128-column tiles, not 192 and a third of 192)
@@ -259,7 +259,7 @@ def test_matmul_gpu_ws_cluster_bitwise(m, n, k, pitch, dtype, gen):
     and the cluster barriers carry nothing over), then captured in a CUDA graph and replayed."""
     a, b = _inputs(m, n, k, gen, pitch, dtype)
     want = torch.empty(m, n, device="cuda", dtype=dtype)
-    assert mg.matmul_ws(a, b, want, b_tma=True)
+    assert mg.matmul_ws(a, b, want, b_tma=True, split=1)
     for _ in range(3):
         c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
         assert mg.matmul_ws(a, b, c, cluster=True)
@@ -271,6 +271,99 @@ def test_matmul_gpu_ws_cluster_bitwise(m, n, k, pitch, dtype, gen):
         assert torch.equal(c, want), f"graph replay {m}x{n}x{k}"
     assert rel_err(want, a.double() @ b.double()) < 1e-2
     assert mg.status(cluster=True) == "enabled", mg.status(cluster=True)
+
+
+@pytest.mark.parametrize(("m", "n", "bm", "bn", "b_tma", "want"), [
+    (4096, 4096, 128, 256, True, (0, False)), (4000, 5000, 128, 256, True, (1, True)),
+    (4000, 5000, 128, 256, False, (1, False)), (128, 192, 128, 192, True, (0, False)),
+    (96, 100, 128, 128, True, (2, False)), (64, 4096, 128, 64, True, (2, False)),
+    (97, 4096, 128, 64, True, (0, False)), (127, 4096, 128, 64, True, (0, False)),
+    (63, 4096, 128, 64, True, (0, False)), (130, 4100, 128, 64, True, (1, True)), (1, 8, 128, 256, True, (0, False))])
+def test_fit_modes(m, n, bm, bn, b_tma, want, monkeypatch):
+    """Ragged edges moved inside A's rows (the last tile row from M = 128; a single tile row of 64 to 96 rows as two
+    halves) and B's columns (B by TMA, N at least a tile); nothing moved with FIT_EDGES off."""
+    assert mg.fit_modes(m, n, bm, bn, b_tma) == want
+    monkeypatch.setattr(mg, "FIT_EDGES", False)
+    assert mg.fit_modes(m, n, bm, bn, b_tma) == (0, False)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("m", "n", "k", "pitch"), [
+    (65, 1024, 520, None), (80, 4096, 256, None), (96, 256, 64, None), (100, 4032, 264, None),
+    (130, 4096, 1024, None), (1000, 4032, 776, None), (4000, 5000, 3000, None), (129, 5000, 72, 5120),
+    (333, 1000, 1000, 1024), (70, 264, 40, None)])
+@pytest.mark.parametrize("cfg", [None, *WS_CFGS[:6]])
+def test_matmul_gpu_ws_fitted_edges_bitwise(m, n, k, pitch, cfg, gen, monkeypatch):
+    """Ragged edges fitted inside A and B (FIT_M 1 or 2, FIT_N): the moved tiles recompute their neighbours' rows and
+    columns, so the output is bitwise the unmoved tiles' (zero-filled copies, clipped stores), twice in a row, and
+    right; B by TMA (aligned pitches; the 128x256 tiles also through cp.async)."""
+    a, b = _inputs(m, n, k, gen, pitch)
+    want = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    with monkeypatch.context() as patch:
+        patch.setattr(mg, "FIT_EDGES", False)
+        assert mg.matmul_ws(a, b, want, cfg, b_tma=True)
+    for b_tma in (True, False) if cfg == WS_CFGS[0] else (True,):
+        for _ in range(2):
+            c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            assert mg.matmul_ws(a, b, c, cfg, b_tma=b_tma)
+            assert torch.equal(c, want), f"{m}x{n}x{k} {cfg} b_tma={b_tma}"
+    assert rel_err(want, a.double() @ b.double()) < 1e-2
+
+
+@pytest.mark.parametrize(("m", "n", "k", "config", "want"), [
+    (80, 4096, 4096, mg.WS_SLIM_CONFIG, 1),  # 64 tiles: over a quarter of the SMs
+    (100, 1024, 4096, mg.WS_SLIM_CONFIG, 4),  # 16 tiles: 4 chunks of 16 K steps (SPLIT_MAX)
+    (100, 1024, 2048, mg.WS_SLIM_CONFIG, 2),  # a chunk at least SPLIT_MIN_K_STEPS K steps
+    (100, 1024, 1024, mg.WS_SLIM_CONFIG, 1), (130, 4096, 4096, mg.WS_SLIM_CONFIG, 1),
+    (768, 4096, 4096, mg.WS_MID_CONFIG, 1),  # 128x192 tiles unsplit
+    (256, 1024, 8192, mg.WS_CONFIG, 4), (512, 512, 8192, mg.WS_SLIM_CONFIG, 4),  # 32 tiles x 4 chunks: 128 items
+    (640, 512, 8192, mg.WS_SLIM_CONFIG, 1), (4096, 4096, 4096, mg.WS_CONFIG, 1)])  # 40 tiles: over a quarter
+def test_default_split(m, n, k, config, want, monkeypatch):
+    """K is split where the tiles fill at most a quarter of the SMs: the largest power of two up to SPLIT_MAX whose
+    chunks still fit one round, each at least SPLIT_MIN_K_STEPS K steps; none with SPLIT_MAX 1."""
+    assert mg.default_split(m, n, k, config, 132) == want
+    monkeypatch.setattr(mg, "SPLIT_MAX", 1)
+    assert mg.default_split(m, n, k, config, 132) == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("m", "n", "k", "pitch"), [
+    (80, 4096, 4096, None), (100, 1024, 4096, None), (65, 1000, 3000, 1024), (300, 520, 1000, None),
+    (127, 264, 2056, None), (512, 512, 8192, None), (1000, 264, 4040, 280)])
+@pytest.mark.parametrize("cfg", [None, mg.WS_CONFIG, mg.WS_NARROW_CONFIG, mg.WS_SLIM_CONFIG])
+def test_matmul_gpu_ws_split_k(m, n, k, pitch, cfg, gen):
+    """K in 2, 3 (a short last chunk), 4 and 8 chunks: right against fp64 as the unsplit kernel is; the same output
+    over calls, whichever chunk completes a tile last (summed in chunk order), and from a CUDA graph's replays; B by
+    TMA and through cp.async (pitches not a multiple of 128 bytes), ragged M, N and K, fitted edges."""
+    a, b = _inputs(m, n, k, gen, pitch)
+    ref = a.double() @ b.double()
+    one = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    assert mg.matmul_ws(a, b, one, cfg, split=1)
+    for split in (2, 3, 4, 8):
+        want = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        assert mg.matmul_ws(a, b, want, cfg, split=split)
+        assert rel_err(want, ref) < 1e-2 and rel_err(want, ref) < 2 * rel_err(one, ref) + 1e-3, (split, cfg)
+        for _ in range(3):
+            c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            assert mg.matmul_ws(a, b, c, cfg, split=split)
+            assert torch.equal(c, want), f"{m}x{n}x{k} split {split} {cfg}"
+    graph = _captured(lambda: mg.matmul_ws(a, b, c, cfg, split=4))
+    want = torch.empty_like(c)
+    assert mg.matmul_ws(a, b, want, cfg, split=4)
+    for _ in range(2):
+        c.fill_(float("nan"))
+        graph.replay()
+        assert torch.equal(c, want), f"graph replay {m}x{n}x{k}"
+
+
+@pytest.mark.parametrize("kw", [{"split": 0}, {"split": 2, "cluster": True}, {"split": 2, "config": mg.WS_MID_CONFIG}])
+def test_ws_split_checked_before_anything_runs(kw, device):
+    """No K split below one chunk, with clusters or on 128x192 tiles: a ValueError before any launch."""
+    a = torch.zeros(64, 64, device=device, dtype=torch.bfloat16)
+    c = torch.full((64, 64), 7.0, device=device, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="split must be"):
+        mg.matmul_ws(a, a, c, **kw)
+    assert (c == 7).all()
 
 
 @pytest.mark.gpu
