@@ -78,8 +78,10 @@ FIT_HALVES_MIN_PAST = 32
 # 1.18, 100x1024x4096 1.13, 96x2048x4096 1.10, 256x1024x8192 1.48 (x cuBLAS 0.64 -> 0.94), 512x512x8192 1.20; 2
 # chunks there 1.06-1.27), 8 chunks of 8 K steps 0.93-0.98; at 64 tiles 2 chunks lost (0.88-0.96 at M 65-127 x 4096 x
 # 4096 and 512x1024x4096, 0.63 at 200x2048x1024 with 8 K steps a chunk): the products there are bound by the bytes
-# all SMs read together (L2), which a split does not lessen.
-SPLIT_MAX, SPLIT_MIN_K_STEPS = 4, 16
+# all SMs read together, which a split does not lessen.  Only the 128x64 tiles (SPLIT_BLOCK_N) are split by default:
+# 128x128 tiles (EPI 1) in 2-4 chunks ran 0.19-0.76x the shipped route at 80-1024 rows, 128x256 tiles 0.03-0.45x (their
+# build spills 1,186 bytes: the partials' sum beside a 128-register accumulator) (call 6).
+SPLIT_MAX, SPLIT_MIN_K_STEPS, SPLIT_BLOCK_N = 4, 16, (64,)
 _LOCKS: dict = {}  # per-tile arrival counters of split GEMMs, a buffer per (device, stream)
 # consumer registers after setmaxnreg, launch-time maxnreg (12 warps share the 64K register file; the producer
 # warpgroup keeps (168 * 384 - 208 * 256) / 128 = 88 per thread)
@@ -140,10 +142,11 @@ def fit_modes(m: int, n: int, block_m: int, block_n: int, b_tma: bool) -> tuple[
 
 def default_split(m: int, n: int, k: int, config: tuple, sms: int) -> int:
     """How many chunks of K ``config``'s tiles take for an (m, n, k) product (1: unsplit; ``SPLIT_MAX``,
-    ``SPLIT_MIN_K_STEPS``; only where the tiles fill at most a quarter of the ``sms`` SMs); 128x192 tiles unsplit."""
+    ``SPLIT_MIN_K_STEPS``; only tiles of ``SPLIT_BLOCK_N`` columns, where they fill at most a quarter of the ``sms``
+    SMs)."""
     tiles = triton.cdiv(m, config[0]) * triton.cdiv(n, config[1])
     split, k_steps = 1, triton.cdiv(k, config[2])
-    if config[1] in WS_SPLIT_BLOCK_N or 4 * tiles > sms:
+    if config[1] not in SPLIT_BLOCK_N or 4 * tiles > sms:
         return 1
     while 2 * split <= SPLIT_MAX and tiles * 2 * split <= sms and k_steps >= 2 * split * SPLIT_MIN_K_STEPS:
         split *= 2

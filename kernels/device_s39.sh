@@ -26,6 +26,10 @@
 #        64-row tiles of 64 / 128 columns, K unsplit) at the smallest products beside the shipped route and cuBLAS;
 #        then ncu --set full of 80x4096x4096 as shipped (fitted halves, unsplit) and split in 2 (call 3's loss), for
 #        what holds the 64-CTA kernel back.
+# call6: call 5's ncu had the 64-CTA 80-row kernel at 44 % of DRAM with neither L2 nor shared memory busy, and call 3's
+#        split of its 128x64 tiles no faster: wider tiles (fewer CTAs copying the same A rows, longer B rows a box) with
+#        K split to fill the SMs instead: 128x256 tiles (EPI 1, 4 stages) in 4 / 8 chunks, 128x128 (EPI 1, 4 stages) in
+#        2 / 4, 128x64 (EPI 1, 8 stages) in 2, against the shipped route and cuBLAS, errors against fp32.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -290,6 +294,47 @@ torch.cuda.nvtx.range_pop()
 torch.cuda.synchronize()
 PY
 
+cat > /tmp/s39/gemm_wide_split.py <<'PY'
+import statistics
+import sys
+
+import torch
+
+from kernels import _matmul_gluon as mg
+from kernels.matmul import matmul
+from kernels.tune_ab import steady_in_turns
+
+ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
+SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
+CFGS = {256: (128, 256, 64, 8, 4, 1), 128: (128, 128, 64, 8, 4, 1), 64: (128, 64, 64, 8, 8, 1)}
+VARIANTS = [tuple(int(x) for x in v.split("s")) for v in sys.argv[4].split(",")]  # BLOCK_N "s" chunks
+sms = torch.cuda.get_device_properties(0).multi_processor_count
+for m, n, k in SHAPES:
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16, generator=g)
+    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    ref = a.float() @ b.float()
+    fns = {"cublas": lambda: torch.matmul(a, b, out=c), "shipped": lambda: matmul(a, b, out=c)}
+    for bn, split in VARIANTS:
+        fns[f"{bn}s{split}"] = lambda bn=bn, split=split: mg.matmul_ws(a, b, c, CFGS[bn], split=split)
+    errs = {}
+    for name, fn in fns.items():
+        c.fill_(float("nan"))
+        fn()
+        torch.cuda.synchronize()
+        errs[name] = (c.float() - ref).abs().max().item() / ref.abs().max().item()
+    times = steady_in_turns(fns, ROUNDS, SECONDS)
+    med = {nm: statistics.median(v) for nm, v in times.items()}
+    cfg = mg.default_config(m, n, sms)
+    print(f"{m}x{n}x{k} (shipped: {cfg[0]}x{cfg[1]}, split {mg.default_split(m, n, k, cfg, sms)}), {ROUNDS} rounds "
+          f"of {SECONDS} s, us a call median (min-max) [max err / max |ref|]: "
+          + ", ".join(f"{nm} {med[nm]:.2f} ({min(v):.2f}-{max(v):.2f}) [{errs[nm]:.1e}]" for nm, v in times.items())
+          + "; x cublas: " + ", ".join(f"{nm} {med['cublas'] / med[nm]:.3f}" for nm in med if nm != "cublas")
+          + "; x shipped: " + ", ".join(f"{nm} {med['shipped'] / med[nm]:.3f}" for nm in med
+                                        if nm not in ("cublas", "shipped")), flush=True)
+PY
+
 case "$CALL" in
   call1)
     timeout 300 python3 /tmp/s39/gemm_fit.py 5 0.2 \
@@ -336,6 +381,11 @@ case "$CALL" in
         /tmp/ncu/gemm80_${v}_details.txt | head -40
     done 2>&1 | tee "${LOG}_ncu.log"
     tar -C /tmp/ncu -czf "${LOG}_ncu.tgz" --exclude='*.ncu-rep' .
+    ;;
+  call6)
+    timeout 300 python3 /tmp/s39/gemm_wide_split.py 5 0.2 \
+      80x4096x4096,96x4096x4096,104x4096x4096,127x4096x4096,130x4096x4096,256x4096x4096,100x1024x4096,512x1024x4096,1024x1024x1024,200x2048x1024 \
+      256s4,256s8,128s2,128s4,64s2 2>&1 | tee "${LOG}_gemm_wide_split.log"
     ;;
   *)
     echo "unknown call $CALL" >&2

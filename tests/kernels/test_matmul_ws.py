@@ -315,12 +315,13 @@ def test_matmul_gpu_ws_fitted_edges_bitwise(m, n, k, pitch, cfg, gen, monkeypatc
     (100, 1024, 4096, mg.WS_SLIM_CONFIG, 4),  # 16 tiles: 4 chunks of 16 K steps (SPLIT_MAX)
     (100, 1024, 2048, mg.WS_SLIM_CONFIG, 2),  # a chunk at least SPLIT_MIN_K_STEPS K steps
     (100, 1024, 1024, mg.WS_SLIM_CONFIG, 1), (130, 4096, 4096, mg.WS_SLIM_CONFIG, 1),
-    (768, 4096, 4096, mg.WS_MID_CONFIG, 1),  # 128x192 tiles unsplit
-    (256, 1024, 8192, mg.WS_CONFIG, 4), (512, 512, 8192, mg.WS_SLIM_CONFIG, 4),  # 32 tiles x 4 chunks: 128 items
-    (640, 512, 8192, mg.WS_SLIM_CONFIG, 1), (4096, 4096, 4096, mg.WS_CONFIG, 1)])  # 40 tiles: over a quarter
+    (256, 1024, 8192, mg.WS_SLIM_CONFIG, 4), (512, 512, 8192, mg.WS_SLIM_CONFIG, 4),  # 32 tiles x 4: 128 items
+    (640, 512, 8192, mg.WS_SLIM_CONFIG, 1),  # 40 tiles: over a quarter
+    (768, 4096, 4096, mg.WS_MID_CONFIG, 1), (100, 1024, 4096, mg.WS_NARROW_CONFIG, 1),  # only 64-column tiles split
+    (256, 1024, 8192, mg.WS_CONFIG, 1), (4096, 4096, 4096, mg.WS_CONFIG, 1)])
 def test_default_split(m, n, k, config, want, monkeypatch):
-    """K is split where the tiles fill at most a quarter of the SMs: the largest power of two up to SPLIT_MAX whose
-    chunks still fit one round, each at least SPLIT_MIN_K_STEPS K steps; none with SPLIT_MAX 1."""
+    """K is split where 64-column tiles fill at most a quarter of the SMs: the largest power of two up to SPLIT_MAX
+    whose chunks still fit one round, each at least SPLIT_MIN_K_STEPS K steps; none with SPLIT_MAX 1."""
     assert mg.default_split(m, n, k, config, 132) == want
     monkeypatch.setattr(mg, "SPLIT_MAX", 1)
     assert mg.default_split(m, n, k, config, 132) == 1
