@@ -77,10 +77,10 @@ FIT_HALVES_MIN_PAST = 32
 # H200, session 39 call 3, steady state, x unsplit: 16-32 tiles 1.10-1.48 at 4 chunks of 16-32 K steps (65x1024x4096
 # 1.18, 100x1024x4096 1.13, 96x2048x4096 1.10, 256x1024x8192 1.48 (x cuBLAS 0.64 -> 0.94), 512x512x8192 1.20; 2
 # chunks there 1.06-1.27), 8 chunks of 8 K steps 0.93-0.98; at 64 tiles 2 chunks lost (0.88-0.96 at M 65-127 x 4096 x
-# 4096 and 512x1024x4096, 0.63 at 200x2048x1024 with 8 K steps a chunk): the products there are bound by the bytes
-# all SMs read together, which a split does not lessen.  Only the 128x64 tiles (SPLIT_BLOCK_N) are split by default:
-# 128x128 tiles (EPI 1) in 2-4 chunks ran 0.19-0.76x the shipped route at 80-1024 rows, 128x256 tiles 0.03-0.45x (their
-# build spills 1,186 bytes: the partials' sum beside a 128-register accumulator) (call 6).
+# 4096 and 512x1024x4096, 0.63 at 200x2048x1024 with 8 K steps a chunk; ncu, call 5: split in 2 the 80-row kernel's
+# warps wait longer for the same bytes, DRAM and L2 no busier).  Only the 128x64 tiles (SPLIT_BLOCK_N) are split by
+# default: 128x128 tiles (EPI 1) in 2-4 chunks ran 0.19-0.76x the shipped route at 80-1024 rows, 128x256 tiles
+# 0.03-0.45x (their build spills 1,186 bytes: the partials' sum beside a 128-register accumulator) (call 6).
 SPLIT_MAX, SPLIT_MIN_K_STEPS, SPLIT_BLOCK_N = 4, 16, (64,)
 _LOCKS: dict = {}  # per-tile arrival counters of split GEMMs, a buffer per (device, stream)
 # consumer registers after setmaxnreg, launch-time maxnreg (12 warps share the 64K register file; the producer

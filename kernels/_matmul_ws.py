@@ -230,7 +230,7 @@ def _consumer(which: gl.constexpr, c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b
             offs_n = off_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, acc_layout))
             mask = gl.expand_dims(offs_m < M, 1) & gl.expand_dims(offs_n < N, 0)
             w_ptrs = W + gl.expand_dims(offs_m.to(gl.int64) * N, 1) + gl.expand_dims(offs_n, 0)
-            plane = M.to(gl.int64) * N
+            plane = gl.cast(M, gl.int64) * N  # (M may reach the kernel as a constexpr: M == 1)
             gl.store(w_ptrs + part * plane, acc, mask=mask)
             gl.thread_barrier()  # the warpgroup's partial stored before its release below
             lock = LOCKS + (tile * 2 + which)

@@ -3,6 +3,8 @@
 # step is guarded by `timeout`.  Timing: the power-capped steady state (kernels/tune_ab.steady_in_turns: a graph of 20
 # calls replayed back to back for a set time, the variants in turns, medians).  (Session 39 first ran session 38's
 # prepared calls 10 and 11: `bash kernels/device_s38.sh call10|call11`.)
+# (The scripts' GEMM operands and first-call errors through tune_ab.gemm_operands / outputs_and_errors since the end of
+# the session: the same draws and sums as the inline code that produced calls 1-6's logs.)
 # call1: the Gluon GEMM's ragged edges fitted inside A and B (`_matmul_gluon.FIT_EDGES`, matmul_ws_kernel's FIT_M /
 #        FIT_N: the last tile row moved up to end at M, below 128 rows each half row moved up to end at M at most,
 #        the last tile column moved left to end at N) against the same tiles unmoved (FIT_EDGES off: the copy
@@ -51,7 +53,7 @@ import torch
 from kernels import _matmul_gluon as mg
 from kernels import matmul as mm
 from kernels.matmul import matmul
-from kernels.tune_ab import patched, steady_in_turns
+from kernels.tune_ab import gemm_operands, outputs_and_errors, patched, steady_in_turns
 
 ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
@@ -66,24 +68,14 @@ def halves(m, n, bm, bn, b_tma):  # every ragged tile row as two fitted half box
 
 
 for m, n, k in SHAPES:
-    g = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
-    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16, generator=g)
-    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    ref = a.float() @ b.float()
+    a, b, c, ref = gemm_operands(m, n, k)
     fit = lambda: matmul(a, b, out=c)  # noqa: E731
     fns = {"cublas": lambda: torch.matmul(a, b, out=c), "fit": fit, "nofit": patched(fit, mg, "FIT_EDGES", False)}
     if "slim0" in EXTRA:
         fns["slim0"] = patched(fit, mg, "SLIM_MIN_LAST_ROWS", 0)
     if "halves" in EXTRA:
         fns["halves"] = patched(fit, mg, "fit_modes", halves)
-    errs, outs = {}, {}
-    for name, fn in fns.items():
-        c.fill_(float("nan"))
-        fn()
-        torch.cuda.synchronize()
-        outs[name] = c.clone()
-        errs[name] = (c.float() - ref).abs().max().item() / ref.abs().max().item()
+    outs, errs = outputs_and_errors(fns, c, ref)
     same = {nm: torch.equal(outs[nm], outs["nofit"]) for nm in fns if nm not in ("cublas", "nofit")}
     times = steady_in_turns(fns, ROUNDS, SECONDS)
     med = {nm: statistics.median(v) for nm, v in times.items()}
@@ -103,12 +95,11 @@ import statistics
 import sys
 
 import torch
-import triton
 
 from kernels import _matmul_gluon as mg
 from kernels import matmul as mm
 from kernels.matmul import matmul
-from kernels.tune_ab import patched, steady_in_turns
+from kernels.tune_ab import gemm_operands, outputs_and_errors, patched, steady_in_turns
 
 ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
@@ -129,23 +120,13 @@ def s38_config(m, n, sms, b_tma=True):  # session 38's rule: the 128x64 tiles on
 
 
 for m, n, k in SHAPES:
-    g = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
-    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16, generator=g)
-    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    ref = a.float() @ b.float()
+    a, b, c, ref = gemm_operands(m, n, k)
     new = lambda: matmul(a, b, out=c)  # noqa: E731
     before = patched(patched(new, mg, "FIT_EDGES", False), mg, "default_config", s38_config)
     if NOSPLIT:
         before = patched(before, mg, "default_split", lambda *args: 1)
     fns = {"cublas": lambda: torch.matmul(a, b, out=c), "new": new, "before": before}
-    errs, outs = {}, {}
-    for name, fn in fns.items():
-        c.fill_(float("nan"))
-        fn()
-        torch.cuda.synchronize()
-        outs[name] = c.clone()
-        errs[name] = (c.float() - ref).abs().max().item() / ref.abs().max().item()
+    outs, errs = outputs_and_errors(fns, c, ref)
     times = steady_in_turns(fns, ROUNDS, SECONDS)
     med = {nm: statistics.median(v) for nm, v in times.items()}
     cfg, old = default_config(m, n, sms), s38_config(m, n, sms)
@@ -168,29 +149,21 @@ import torch
 from kernels import _matmul_gluon as mg
 from kernels import matmul as mm
 from kernels.matmul import matmul
-from kernels.tune_ab import patched, steady_in_turns
+from kernels.tune_ab import gemm_operands, outputs_and_errors, patched, steady_in_turns
 
 ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
 FORCED = [int(x) for x in sys.argv[4].split(",")]
 sms = torch.cuda.get_device_properties(0).multi_processor_count
 for m, n, k in SHAPES:
-    g = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
-    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16, generator=g)
-    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    ref = a.float() @ b.float()
+    a, b, c, ref = gemm_operands(m, n, k)
     auto = lambda: matmul(a, b, out=c)  # noqa: E731
     fns = {"cublas": lambda: torch.matmul(a, b, out=c), "auto": auto}
     cfg = mg.default_config(m, n, sms)
     for s in FORCED:
-        fns[f"s{s}"] = patched(auto, mg, "default_split", lambda m_, n_, k_, cfg_, sms_, s=s: 1 if cfg_[1] == 192 else s)
-    errs = {}
-    for name, fn in fns.items():
-        c.fill_(float("nan"))
-        fn()
-        torch.cuda.synchronize()
-        errs[name] = (c.float() - ref).abs().max().item() / ref.abs().max().item()
+        fns[f"s{s}"] = patched(auto, mg, "default_split",
+                               lambda m_, n_, k_, cfg_, sms_, s=s: 1 if cfg_[1] == 192 else s)
+    _, errs = outputs_and_errors(fns, c, ref)
     times = steady_in_turns(fns, ROUNDS, SECONDS)
     med = {nm: statistics.median(v) for nm, v in times.items()}
     route = "gluon" if mm.gluon_default(m, n, aligned=True) else "triton"
@@ -243,26 +216,17 @@ import torch
 
 from kernels.matmul import matmul
 from kernels.matmul_splitk import matmul_splitk_tma
-from kernels.tune_ab import steady_in_turns
+from kernels.tune_ab import gemm_operands, outputs_and_errors, steady_in_turns
 
 ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
 TK = {"tk64": (1, 64, 128, 4, 6), "tk128": (1, 128, 128, 4, 4)}  # (split, BLOCK_N, BLOCK_K, warps, stages), host descs
 for m, n, k in SHAPES:
-    g = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
-    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16, generator=g)
-    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    ref = a.float() @ b.float()
+    a, b, c, ref = gemm_operands(m, n, k)
     fns = {"cublas": lambda: torch.matmul(a, b, out=c), "shipped": lambda: matmul(a, b, out=c)}
     for name, cfg in TK.items():
         fns[name] = lambda cfg=cfg: matmul_splitk_tma(a, b, c, (*cfg, True))
-    errs = {}
-    for name, fn in fns.items():
-        c.fill_(float("nan"))
-        fn()
-        torch.cuda.synchronize()
-        errs[name] = (c.float() - ref).abs().max().item() / ref.abs().max().item()
+    _, errs = outputs_and_errors(fns, c, ref)
     times = steady_in_turns(fns, ROUNDS, SECONDS)
     med = {nm: statistics.median(v) for nm, v in times.items()}
     print(f"{m}x{n}x{k}, {ROUNDS} rounds of {SECONDS} s, us a call median (min-max) [max err / max |ref|]: "
@@ -302,7 +266,7 @@ import torch
 
 from kernels import _matmul_gluon as mg
 from kernels.matmul import matmul
-from kernels.tune_ab import steady_in_turns
+from kernels.tune_ab import gemm_operands, outputs_and_errors, steady_in_turns
 
 ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
@@ -310,20 +274,11 @@ CFGS = {256: (128, 256, 64, 8, 4, 1), 128: (128, 128, 64, 8, 4, 1), 64: (128, 64
 VARIANTS = [tuple(int(x) for x in v.split("s")) for v in sys.argv[4].split(",")]  # BLOCK_N "s" chunks
 sms = torch.cuda.get_device_properties(0).multi_processor_count
 for m, n, k in SHAPES:
-    g = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
-    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16, generator=g)
-    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    ref = a.float() @ b.float()
+    a, b, c, ref = gemm_operands(m, n, k)
     fns = {"cublas": lambda: torch.matmul(a, b, out=c), "shipped": lambda: matmul(a, b, out=c)}
     for bn, split in VARIANTS:
         fns[f"{bn}s{split}"] = lambda bn=bn, split=split: mg.matmul_ws(a, b, c, CFGS[bn], split=split)
-    errs = {}
-    for name, fn in fns.items():
-        c.fill_(float("nan"))
-        fn()
-        torch.cuda.synchronize()
-        errs[name] = (c.float() - ref).abs().max().item() / ref.abs().max().item()
+    _, errs = outputs_and_errors(fns, c, ref)
     times = steady_in_turns(fns, ROUNDS, SECONDS)
     med = {nm: statistics.median(v) for nm, v in times.items()}
     cfg = mg.default_config(m, n, sms)

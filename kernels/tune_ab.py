@@ -112,3 +112,30 @@ def steady_in_turns(fns: dict[str, Callable[[], Any]], rounds: int, seconds: flo
     (``tune_cases.rounds_in_turns``); each name's microseconds a call in round order."""
     graphs = {name: graph_of(fn, reps) for name, fn in fns.items()}
     return rounds_in_turns(graphs, rounds, timer=partial(steady_us, seconds=seconds, reps=reps))
+
+
+def gemm_operands(m: int, n: int, k: int, device: str = "cuda", seed: int = 0) -> tuple[Any, Any, Any, Any]:
+    """A GEMM case of the session scripts: bf16 A (m, k) and B (k, n) drawn from a generator seeded with ``seed``, an
+    empty bf16 C (m, n) and A @ B in fp32."""
+    import torch
+
+    g = torch.Generator(device=device).manual_seed(seed)
+    a = torch.randn(m, k, device=device, dtype=torch.bfloat16, generator=g)
+    b = torch.randn(k, n, device=device, dtype=torch.bfloat16, generator=g)
+    return a, b, torch.empty(m, n, device=device, dtype=torch.bfloat16), a.float() @ b.float()
+
+
+def outputs_and_errors(fns: dict[str, Callable[[], Any]], out: Any, ref: Any) -> tuple[dict, dict]:
+    """Each of ``fns`` run once into ``out`` (NaN-filled before): its output (a copy) and its largest error against
+    ``ref`` over ``ref``'s largest magnitude."""
+    import torch
+
+    outs, errs = {}, {}
+    for name, fn in fns.items():
+        out.fill_(float("nan"))
+        fn()
+        if out.is_cuda:
+            torch.cuda.synchronize()
+        outs[name] = out.clone()
+        errs[name] = ((out.float() - ref).abs().max() / ref.abs().max()).item()
+    return outs, errs

@@ -1,10 +1,13 @@
-"""kernels.tune_ab: module copies with lines replaced, and patched calls (CPU)."""
+"""kernels.tune_ab: module copies with lines replaced, patched calls, and the GEMM cases of the session scripts
+(CPU)."""
 
 import sys
 import types
 
 import pytest
+import torch
 
+from kernels import tune_ab
 from kernels.tune_ab import module_copy, patched
 
 
@@ -58,3 +61,31 @@ def test_patched_restores_after_an_error():
     with pytest.raises(RuntimeError):
         patched(boom, target, "limit", 7)()
     assert target.limit == 1
+
+
+def test_gemm_operands_are_seeded_bf16_with_an_fp32_product():
+    a, b, c, ref = tune_ab.gemm_operands(5, 7, 3, device="cpu")
+    a2, b2, _, _ = tune_ab.gemm_operands(5, 7, 3, device="cpu")
+    assert (a.dtype, b.dtype, c.dtype, ref.dtype) == (torch.bfloat16, torch.bfloat16, torch.bfloat16, torch.float32)
+    assert (a.shape, b.shape, c.shape) == ((5, 3), (3, 7), (5, 7))
+    assert torch.equal(a, a2) and torch.equal(b, b2)
+    assert not torch.equal(a, tune_ab.gemm_operands(5, 7, 3, device="cpu", seed=1)[0])
+    assert torch.allclose(ref, a.float() @ b.float())
+
+
+def test_outputs_and_errors_run_each_once_into_a_nan_filled_output():
+    a, b, c, ref = tune_ab.gemm_operands(8, 8, 8, device="cpu")
+    seen = []
+
+    def exact():
+        seen.append(bool(c.isnan().all()))
+        torch.matmul(a, b, out=c)
+
+    def doubled():
+        seen.append(bool(c.isnan().all()))
+        torch.matmul(a, b * 2, out=c)
+
+    outs, errs = tune_ab.outputs_and_errors({"exact": exact, "doubled": doubled}, c, ref)
+    assert seen == [True, True]
+    assert errs["exact"] < 1e-2 and 0.9 < errs["doubled"] < 1.1
+    assert torch.equal(outs["doubled"], c) and not torch.equal(outs["exact"], outs["doubled"])
