@@ -32,6 +32,8 @@
 #        split of its 128x64 tiles no faster: wider tiles (fewer CTAs copying the same A rows, longer B rows a box) with
 #        K split to fill the SMs instead: 128x256 tiles (EPI 1, 4 stages) in 4 / 8 chunks, 128x128 (EPI 1, 4 stages) in
 #        2 / 4, 128x64 (EPI 1, 8 stages) in 2, against the shipped route and cuBLAS, errors against fp32.
+# call7: after the review's fix (the split epilogue's M through gl.cast): the Gluon GEMM's GPU tests, the split test
+#        with M = 1 added.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -341,6 +343,10 @@ case "$CALL" in
     timeout 300 python3 /tmp/s39/gemm_wide_split.py 5 0.2 \
       80x4096x4096,96x4096x4096,104x4096x4096,127x4096x4096,130x4096x4096,256x4096x4096,100x1024x4096,512x1024x4096,1024x1024x1024,200x2048x1024 \
       256s4,256s8,128s2,128s4,64s2 2>&1 | tee "${LOG}_gemm_wide_split.log"
+    ;;
+  call7)
+    timeout 250 python3 -m pytest tests/kernels/test_matmul_ws.py -m gpu -q -p no:cacheprovider -n 8 2>&1 | tail -15 \
+      | tee "${LOG}_gpu_tests_matmul_ws.log"
     ;;
   *)
     echo "unknown call $CALL" >&2

@@ -330,12 +330,13 @@ def test_default_split(m, n, k, config, want, monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.parametrize(("m", "n", "k", "pitch"), [
     (80, 4096, 4096, None), (100, 1024, 4096, None), (65, 1000, 3000, 1024), (300, 520, 1000, None),
-    (127, 264, 2056, None), (512, 512, 8192, None), (1000, 264, 4040, 280)])
+    (127, 264, 2056, None), (512, 512, 8192, None), (1000, 264, 4040, 280), (1, 1000, 2048, None)])
 @pytest.mark.parametrize("cfg", [None, mg.WS_CONFIG, mg.WS_NARROW_CONFIG, mg.WS_SLIM_CONFIG])
 def test_matmul_gpu_ws_split_k(m, n, k, pitch, cfg, gen):
     """K in 2, 3 (a short last chunk), 4 and 8 chunks: right against fp64 as the unsplit kernel is; the same output
     over calls, whichever chunk completes a tile last (summed in chunk order), and from a CUDA graph's replays; B by
-    TMA and through cp.async (pitches not a multiple of 128 bytes), ragged M, N and K, fitted edges."""
+    TMA and through cp.async (pitches not a multiple of 128 bytes), ragged M, N and K, fitted edges, and M = 1 (a
+    constexpr in the kernel)."""
     a, b = _inputs(m, n, k, gen, pitch)
     ref = a.double() @ b.double()
     one = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
