@@ -38,6 +38,10 @@
 # call11 (prepared for the next H100, or an H200): the session's routing (calls 3-10's rules, calibrated on H200s)
 #        against the routes at its start (0487da2: the Gluon kernel from M 128 and N 1024 on 128x256 / 128x128 tiles,
 #        else the Triton kernel), steady state, at the shapes of calls 3, 5, 7 and 9; then the GEMM GPU tests.
+# Calls 1-11 ran on the kernels of their session (call 11: ad64a47).  Session 39 removed
+# `_matmul_gluon.SLIM_MIN_LAST_ROWS` (call 5's "before" patches it: rerun that call from ad64a47) and added the fitted
+# edges and K split, which call 10-11's "new" routes now include.  Operands and first-call errors through
+# tune_ab.gemm_operands / outputs_and_errors since session 39's review (the same draws and sums as the code that ran).
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -60,7 +64,7 @@ import torch
 from kernels import _matmul_gluon as mg
 from kernels.matmul import matmul
 from kernels.matmul_splitk import matmul_splitk_tma
-from kernels.tune_ab import steady_in_turns
+from kernels.tune_ab import gemm_operands, steady_in_turns
 
 # argv: rounds, seconds a round, variants, shapes MxNxK,...  Variants: cublas; shipped; ws<BM>_<BN>_<BK>_<G>_<S>_<E>
 # (the Gluon kernel); tk<split>_<BN>_<BK>_<warps>_<stages> (matmul_splitk_tma, host descriptors, 64-row tiles)
@@ -90,11 +94,7 @@ def cublas_kernels(a, b, c):
 
 
 for m, n, k in SHAPES:
-    g = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
-    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16, generator=g)
-    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    ref = a.float() @ b.float()
+    a, b, c, ref = gemm_operands(m, n, k)
     scale = ref.abs().max().item()
     fns = {nm: variant(nm, a, b, c) for nm in NAMES}
     errs, same = {}, {}
@@ -135,7 +135,7 @@ import torch
 from kernels import _matmul_gluon as mg
 from kernels import matmul as mm
 from kernels.matmul import matmul
-from kernels.tune_ab import patched, steady_in_turns
+from kernels.tune_ab import gemm_operands, outputs_and_errors, patched, steady_in_turns
 
 ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
@@ -146,21 +146,13 @@ BEFORE = [(MODULES[t.split("=")[0].split(".")[0]], t.split("=")[0].split(".")[1]
           for t in (sys.argv[4] if len(sys.argv) > 4 else "_matmul_gluon.SLIM_EFFICIENCY=0.0").split(";")]
 sms = torch.cuda.get_device_properties(0).multi_processor_count
 for m, n, k in SHAPES:
-    g = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
-    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16, generator=g)
-    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    ref = a.float() @ b.float()
+    a, b, c, ref = gemm_operands(m, n, k)
     new = lambda: matmul(a, b, out=c)  # noqa: E731
     before = new
     for target, attr, value in BEFORE:
         before = patched(before, target, attr, value)
     fns = {"cublas": lambda: torch.matmul(a, b, out=c), "new": new, "before": before}
-    errs = {}
-    for name, fn in fns.items():
-        c.fill_(float("nan"))
-        fn()
-        errs[name] = (c.float() - ref).abs().max().item() / ref.abs().max().item()
+    _, errs = outputs_and_errors(fns, c, ref)
     times = steady_in_turns(fns, ROUNDS, SECONDS)
     med = {nm: statistics.median(v) for nm, v in times.items()}
     print(f"{m}x{n}x{k} (new tiles {mg.default_config(m, n, sms)[:2]}), {ROUNDS} rounds of {SECONDS} s, us a call "
@@ -181,7 +173,7 @@ import triton
 from kernels import _matmul_gluon as mg
 from kernels import matmul as mm
 from kernels.matmul import matmul
-from kernels.tune_ab import patched, steady_in_turns
+from kernels.tune_ab import gemm_operands, outputs_and_errors, patched, steady_in_turns
 
 
 def fill_rule(m, n, sms, b_tma=True):  # default_config as committed before call 9 (dff0b73 + the 128x192 tiles)
@@ -191,7 +183,7 @@ def fill_rule(m, n, sms, b_tma=True):  # default_config as committed before call
 
     rated = [(mg.WS_CONFIG, 1.0)] + ([(mg.WS_MID_CONFIG, mg.MID_EFFICIENCY)] if b_tma else [])
     rated.append((mg.WS_NARROW_CONFIG, mg.NARROW_EFFICIENCY))
-    if m % 128 == 0 or m % 128 >= mg.SLIM_MIN_LAST_ROWS:
+    if m % 128 == 0 or m % 128 >= 64:  # SLIM_MIN_LAST_ROWS then (removed in session 39)
         rated.append((mg.WS_SLIM_CONFIG, 0.80))  # SLIM_EFFICIENCY then
     return max(rated, key=lambda cr: fill(cr[0]) * cr[1])[0]
 
@@ -209,11 +201,7 @@ SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
 START = len(sys.argv) > 4 and sys.argv[4] == "start"  # before: the session's start, else the rule before call 9
 sms = torch.cuda.get_device_properties(0).multi_processor_count
 for m, n, k in SHAPES:
-    g = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
-    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16, generator=g)
-    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    ref = a.float() @ b.float()
+    a, b, c, ref = gemm_operands(m, n, k)
     new = lambda: matmul(a, b, out=c)  # noqa: E731
     if START:  # the routes at the session's start (0487da2): GLUON_MIN_M 128, GLUON_MIN_N 1024, 128x256 / 128x128 tiles
         before = patched(patched(patched(new, mm, "GLUON_MIN_N", 1024), mm, "GLUON_MIN_M", 128), mg,
@@ -221,11 +209,7 @@ for m, n, k in SHAPES:
     else:
         before = patched(patched(new, mm, "GLUON_MIN_N", 1024), mg, "default_config", fill_rule)
     fns = {"cublas": lambda: torch.matmul(a, b, out=c), "new": new, "before": before}
-    errs = {}
-    for name, fn in fns.items():
-        c.fill_(float("nan"))
-        fn()
-        errs[name] = (c.float() - ref).abs().max().item() / ref.abs().max().item()
+    _, errs = outputs_and_errors(fns, c, ref)
     times = steady_in_turns(fns, ROUNDS, SECONDS)
     med = {nm: statistics.median(v) for nm, v in times.items()}
     tiles = (lambda cfg: f"{cfg[0]}x{cfg[1]}")
