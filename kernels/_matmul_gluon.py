@@ -59,6 +59,19 @@ SLIM_EFFICIENCY = 0.72
 # more than a round their rate is 0.96-0.97 of the wide tiles' (8192^3, 4096^3), at one 0.85 (768x4096x4096).
 WS_MID_CONFIG: tuple = (128, 192, 64, 8, 4, 0)
 MID_EFFICIENCY = 0.94
+# 64x64 tiles on an 8-stage ring (148 KB), one consumer warpgroup a CTA: cuBLAS's tiles at 65-128 rows, taken where
+# M fits two tile rows (HALF_MAX_M) and B is read by TMA, while their tiles fit one round (default_config); K split
+# where they fill at most half the SMs and K has at least HALF_SPLIT_MIN_K_STEPS steps (default_split).  H200, steady
+# state, x the 128x64 tiles (two consumers, half the CTAs; in 4 chunks of K where those fill at most a quarter of the
+# SMs): session 40 call 1 (12 stages, unsplit) 65-128 x 4096 x 4096 1.08-1.25 (12.0 us at every M there; x cuBLAS
+# 0.82-1.24), 128x4096x1024 1.08; 96x14336x4096 (3.4 rounds) 0.78, 192 / 256 x 4096 x 4096 (1.5 / 1.9 rounds) 0.71; in
+# clusters of two CTAs sharing B's tile (as cuBLAS's at 127 rows) 0.88-0.95x unclustered (not kept).  Call 2: 8
+# stages 1.03-1.04x 12; 96x4352x4096 (136 tiles) 0.70.  Call 4, K split (chunks of at least 16 steps, the items in one
+# round): 16-32 tiles in 4 chunks 1.21-1.34 (100 / 65 / 128 x 1024 x 4096, 80 / 128 x 1024 x 8192, 96x512x4096), 48-64
+# tiles in 2 chunks 1.07-1.11 (96 x 1536 / 2048 x 4096, 128x2048x4096); at 32 K steps unsplit best (100x1024x2048
+# 1.35, 2 / 4 chunks 1.25 / 1.24).
+WS_HALF_CONFIG: tuple = (64, 64, 64, 8, 8, 0)
+HALF_MAX_M, HALF_SPLIT_MIN_K_STEPS = 128, 64
 # Ragged edges fitted inside A and B (matmul_ws_kernel's FIT_M / FIT_N, fit_modes): the last tile row moved up to
 # end at row M (M >= 128); a single tile row of at least FIT_HALVES_MIN_PAST rows short of 128 (and M >= 64) as two
 # 64-row halves, each moved up to end at M at most (two boxes a step); the last tile column moved left to end at
@@ -88,8 +101,10 @@ _LOCKS: dict = {}  # per-tile arrival counters of split GEMMs, a buffer per (dev
 CONSUMER_REGS, MAXNREG = 208, 168
 # what a ws config may hold (built and GPU-tested combinations: kernels/NOTES.md, sessions 8 and 38); more than 4
 # stages only for 64-column tiles (WS_DEEP_BLOCK_N: 128x128 tiles build at 5-6 but were not faster, session 38)
-WS_BLOCK_M, WS_BLOCK_N, WS_BLOCK_K, WS_STAGES, WS_EPI = (128,), (64, 128, 192, 256), (64,), (3, 4, 6, 8), (0, 1)
+WS_BLOCK_M, WS_BLOCK_N, WS_BLOCK_K, WS_STAGES, WS_EPI = (64, 128), (64, 128, 192, 256), (64,), (3, 4, 6, 8, 12), (0, 1)
 WS_DEEP_BLOCK_N = (64,)
+# 64-row tiles (one consumer warpgroup), unsplit, of 64 or 128 columns; more than 8 stages only for 64x64 tiles
+WS_HALF_BLOCK_N = (64, 128)
 # tile widths that are not a power of two (Gluon's shapes are): computed as BLOCK_N + BLOCK_N2 columns through two
 # descriptors and buffers (``matmul_ws_kernel``'s BLOCK_N2), B by TMA, stored by TMA (EPI 0), unclustered
 WS_SPLIT_BLOCK_N = {192: (128, 64)}
@@ -105,13 +120,15 @@ if matmul_ws_kernel is not None:
 def check_ws_config(config: tuple) -> tuple:
     """``config`` as (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, EPI), or ValueError naming what it may hold."""
     allowed = (f"(BLOCK_M in {WS_BLOCK_M}, BLOCK_N in {WS_BLOCK_N}, BLOCK_K in {WS_BLOCK_K}, GROUP_M >= 1, "
-               f"STAGES in {WS_STAGES}, more than 4 only with BLOCK_N in {WS_DEEP_BLOCK_N}, EPI in {WS_EPI}, "
+               f"STAGES in {WS_STAGES}, more than 4 only with BLOCK_N in {WS_DEEP_BLOCK_N} or BLOCK_M 64, more than "
+               f"8 only with 64x64 tiles, BLOCK_M 64 only with BLOCK_N in {WS_HALF_BLOCK_N}, EPI in {WS_EPI}, "
                f"EPI 0 with BLOCK_N in {tuple(WS_SPLIT_BLOCK_N)})")
     if not isinstance(config, tuple) or len(config) != 6 or not all(isinstance(v, int) for v in config):
         raise ValueError(f"ws must be a tuple of 6 ints {allowed}, got {config!r}")
     bm, bn, bk, group, stages, epi = config
     if bm not in WS_BLOCK_M or bn not in WS_BLOCK_N or bk not in WS_BLOCK_K or group < 1 or stages not in WS_STAGES \
-            or (stages > 4 and bn not in WS_DEEP_BLOCK_N) or epi not in WS_EPI or (bn in WS_SPLIT_BLOCK_N and epi):
+            or (stages > 4 and bn not in WS_DEEP_BLOCK_N and bm != 64) or (stages > 8 and (bm, bn) != (64, 64)) \
+            or (bm == 64 and bn not in WS_HALF_BLOCK_N) or epi not in WS_EPI or (bn in WS_SPLIT_BLOCK_N and epi):
         raise ValueError(f"ws config {config} is not one the Gluon GEMM builds: {allowed}")
     return config
 
@@ -120,7 +137,11 @@ def default_config(m: int, n: int, sms: int, b_tma: bool = True) -> tuple:
     """Of WS_CONFIG, WS_MID_CONFIG, WS_NARROW_CONFIG and WS_SLIM_CONFIG the one whose tiles' fill of the ``sms`` SMs'
     rounds, times the share of their columns inside N (a ragged tile column counts whole), times their rate against
     the wide tiles' (1, ``MID_EFFICIENCY``, ``NARROW_EFFICIENCY``, ``SLIM_EFFICIENCY``), is highest; the wider on a
-    tie.  WS_MID_CONFIG only with ``b_tma`` (B read by TMA)."""
+    tie.  WS_MID_CONFIG only with ``b_tma`` (B read by TMA).  WS_HALF_CONFIG ahead of them where M is at most
+    ``HALF_MAX_M`` and its tiles fit one round (B read by TMA)."""
+    if b_tma and m <= HALF_MAX_M and triton.cdiv(m, WS_HALF_CONFIG[0]) * triton.cdiv(n, WS_HALF_CONFIG[1]) <= sms:
+        return WS_HALF_CONFIG
+
     def score(config: tuple, rate: float) -> float:
         cols = triton.cdiv(n, config[1])
         tiles = triton.cdiv(m, config[0]) * cols
@@ -135,18 +156,19 @@ def fit_modes(m: int, n: int, block_m: int, block_n: int, b_tma: bool) -> tuple[
     """(FIT_M, FIT_N) of matmul_ws_kernel for an (m, n) output on block_m x block_n tiles (``FIT_EDGES``)."""
     if not FIT_EDGES:
         return 0, False
-    fit_m = 0 if m % block_m == 0 else 1 if m >= block_m else 2 if block_m // 2 <= m <= block_m - FIT_HALVES_MIN_PAST \
-        else 0
+    halves = block_m == 128 and block_m // 2 <= m <= block_m - FIT_HALVES_MIN_PAST  # two consumers' 64-row halves
+    fit_m = 0 if m % block_m == 0 else 1 if m >= block_m else 2 if halves else 0
     return fit_m, bool(b_tma and n % block_n and n >= block_n)
 
 
 def default_split(m: int, n: int, k: int, config: tuple, sms: int) -> int:
-    """How many chunks of K ``config``'s tiles take for an (m, n, k) product (1: unsplit; ``SPLIT_MAX``,
-    ``SPLIT_MIN_K_STEPS``; only tiles of ``SPLIT_BLOCK_N`` columns, where they fill at most a quarter of the ``sms``
-    SMs)."""
+    """How many chunks of K ``config``'s tiles take for an (m, n, k) product (1: unsplit): the largest power of two
+    up to ``SPLIT_MAX`` whose chunks (of at least ``SPLIT_MIN_K_STEPS`` K steps) still fit one round of the ``sms``
+    SMs; only tiles of ``SPLIT_BLOCK_N`` columns, of 128 rows where they fill at most a quarter of the SMs, of 64 rows
+    where K has at least ``HALF_SPLIT_MIN_K_STEPS`` steps."""
     tiles = triton.cdiv(m, config[0]) * triton.cdiv(n, config[1])
     split, k_steps = 1, triton.cdiv(k, config[2])
-    if config[1] not in SPLIT_BLOCK_N or 4 * tiles > sms:
+    if config[1] not in SPLIT_BLOCK_N or (k_steps < HALF_SPLIT_MIN_K_STEPS if config[0] == 64 else 4 * tiles > sms):
         return 1
     while 2 * split <= SPLIT_MAX and tiles * 2 * split <= sms and k_steps >= 2 * split * SPLIT_MIN_K_STEPS:
         split *= 2
@@ -192,7 +214,7 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
     if split is None:
         split = 1 if cluster else default_split(m, n, k, (bm, bn, bk), sms)
     elif split > 1 and bn2:
-        raise ValueError(f"split must be 1 with {bn}-column tiles, got {split}")
+        raise ValueError(f"split must be 1 with {bm}x{bn} tiles, got {split}")
     kt_per = triton.cdiv(k_steps, split)
     split = triton.cdiv(k_steps, kt_per)  # no chunk empty
     if split > 1:  # fp32 partials, plain stores (EPI 1)
@@ -201,10 +223,11 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
         epi = 1
     else:
         work = locks = c
+    rows = bm if bm == 64 else bm // 2  # a consumer warpgroup's rows (the kernel counts its consumers by them)
     a_desc = _desc(a, [bm // 2 if fit_m == 2 else bm, bk])  # FIT_M 2: two half boxes a step
     b_desc = _desc(b, [bk, bn1 // 2] if cluster else [bk, bn1])  # with clusters each CTA copies half of B's tile
-    c_desc = _desc(c, [bm // 2, bn1])
-    b2_desc, c2_desc = (_desc(b, [bk, bn2]), _desc(c, [bm // 2, bn2])) if bn2 else (b_desc, c_desc)
+    c_desc = _desc(c, [rows, bn1])
+    b2_desc, c2_desc = (_desc(b, [bk, bn2]), _desc(c, [rows, bn2])) if bn2 else (b_desc, c_desc)
     if cluster:  # one program a CTA, the grid counts clusters of two (pairs of tile rows in a tile column)
         grid = (min(triton.cdiv(triton.cdiv(m, bm), 2) * triton.cdiv(n, bn), max(1, sms // 2)),)
     else:

@@ -11,8 +11,9 @@ One program per SM loops over (BLOCK_M, BLOCK_N) output tiles in grouped order. 
   copy of A's [BLOCK_M, BLOCK_K] tile (``a_ready``, byte-counted) and B's [BLOCK_K, BLOCK_N] tile, either as
   one more TMA copy (``B_TMA``) or as cp.async copies from every producer thread, each thread's completion
   arriving on ``b_ready`` (count 128);
-- two **consumer** warpgroups, each owning BLOCK_M / 2 rows: asynchronous wgmma over the ring, one group in
-  flight, the slot released (``empty``, count 2) once the next group is issued; the tile's rows then go out
+- two **consumer** warpgroups, each owning BLOCK_M / 2 rows (or, for 64-row tiles, one owning all of them: the
+  kernel counts its consumers by c_desc's box rows): asynchronous wgmma over the ring, one group in flight, the slot
+  released (``empty``, one arrival a consumer) once the next group is issued; the tile's rows then go out
   through a TMA store (``EPI`` 0, staged in shared memory) or plain masked stores (``EPI`` 1: no staging
   buffer, room for a deeper ring; measured slower).
 
@@ -188,7 +189,7 @@ def _consumer(which: gl.constexpr, c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b
     BLOCK_M: gl.constexpr = a_s.shape[1]
     BLOCK_K: gl.constexpr = a_s.shape[2]
     BLOCK_N: gl.constexpr = b_s.shape[2]
-    ROWS: gl.constexpr = BLOCK_M // 2
+    ROWS: gl.constexpr = c_desc.block_type.shape[0]  # BLOCK_M / 2, or BLOCK_M with one consumer
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                          instr_shape=[16, BLOCK_N, 16])
     k_tiles = gl.cdiv(K, BLOCK_K)
@@ -286,7 +287,8 @@ def matmul_ws_kernel(a_desc, b_desc, c_desc, B, C, M, N, K, N8, SB8, scm, b2_des
                      CLUSTER_PTX: gl.constexpr = 0, BLOCK_N2: gl.constexpr = 0, FIT_M: gl.constexpr = 0,
                      FIT_N: gl.constexpr = False, SPLIT: gl.constexpr = 1):
     """a_desc: host descriptor over A (M, K) with [BLOCK_M, BLOCK_K] boxes; c_desc over C (M, N) with
-    [BLOCK_M / 2, BLOCK_N] boxes; b_desc over B (K, N) with [BLOCK_K, BLOCK_N] boxes (read only with ``B_TMA``;
+    [BLOCK_M / 2, BLOCK_N] boxes (two consumer warpgroups) or, for BLOCK_M 64, [64, BLOCK_N] (one; FIT_M 0 or
+    1); b_desc over B (K, N) with [BLOCK_K, BLOCK_N] boxes (read only with ``B_TMA``;
     otherwise B is read through the pointer ``B``, row stride SB8 * 8 elements, N8 * 8 == N columns).  C also as
     a pointer with row stride ``scm`` for ``EPI`` 1.  ``CLUSTER`` 2 (``B_TMA``, ``EPI`` 0; b_desc's boxes
     [BLOCK_K, BLOCK_N / 2]): compiled and launched through ``kernels/_ptx_cluster.py`` only, an even number of
@@ -306,17 +308,20 @@ def matmul_ws_kernel(a_desc, b_desc, c_desc, B, C, M, N, K, N8, SB8, scm, b2_des
     dtype: gl.constexpr = a_desc.dtype
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0] * (2 if FIT_M == 2 else 1)
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    ROWS: gl.constexpr = c_desc.block_type.shape[0]
+    CONSUMERS: gl.constexpr = BLOCK_M // ROWS
+    gl.static_assert(CONSUMERS == 2 or (CONSUMERS == 1 and FIT_M != 2), "one consumer: FIT_M 0 or 1")
     num_pid_m = gl.cdiv(M, BLOCK_M)
     num_pid_n = gl.cdiv(N, BLOCK_N + BLOCK_N2)
     a_s = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
     b_s = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N], b_desc.layout)
     if EPI == 0:
-        c_s = gl.allocate_shared_memory(dtype, [2, BLOCK_M // 2, BLOCK_N], c_desc.layout)
+        c_s = gl.allocate_shared_memory(dtype, [2, ROWS, BLOCK_N], c_desc.layout)
     else:
         c_s = gl.allocate_shared_memory(dtype, [2, 8, BLOCK_N], c_desc.layout)  # unused
     if BLOCK_N2 > 0:
         b2_s = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N2], b2_desc.layout)
-        c2_s = gl.allocate_shared_memory(dtype, [2, BLOCK_M // 2, BLOCK_N2], c2_desc.layout)
+        c2_s = gl.allocate_shared_memory(dtype, [2, ROWS, BLOCK_N2], c2_desc.layout)
     else:  # unused
         b2_s = b_s
         c2_s = c_s
@@ -327,14 +332,25 @@ def matmul_ws_kernel(a_desc, b_desc, c_desc, B, C, M, N, K, N8, SB8, scm, b2_des
     for i in gl.static_range(STAGES):
         mbarrier.init(a_ready.index(i), count=1)
         mbarrier.init(b_ready.index(i), count=128)  # one cp.async arrival per producer thread
-        mbarrier.init(empty.index(i), count=2 * CLUSTER)  # released by both consumers (of both CTAs)
-    gl.warp_specialize([
-        (_producer, (a_desc, b_desc, b2_desc, B, M, N, K, N8, SB8, a_s, b_s, b2_s, a_ready, b_ready, empty,
-                     num_pid_m, num_pid_n, GROUP_M, STAGES, B_TMA, CLUSTER, BLOCK_N2, FIT_M, FIT_N, KT_PER, SPLIT)),
-        (_consumer0, (c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready, empty,
-                      num_pid_m, num_pid_n, GROUP_M, STAGES, B_TMA, EPI, CLUSTER, BLOCK_N2, FIT_M, FIT_N, W, LOCKS,
-                      KT_PER, SPLIT)),
-        (_consumer1, (c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready, empty,
-                      num_pid_m, num_pid_n, GROUP_M, STAGES, B_TMA, EPI, CLUSTER, BLOCK_N2, FIT_M, FIT_N, W, LOCKS,
-                      KT_PER, SPLIT)),
-    ], [4, 4], [CONSUMER_REGS, CONSUMER_REGS])
+        mbarrier.init(empty.index(i), count=CONSUMERS * CLUSTER)  # released by every consumer (of both CTAs)
+    if CONSUMERS == 2:
+        gl.warp_specialize([
+            (_producer, (a_desc, b_desc, b2_desc, B, M, N, K, N8, SB8, a_s, b_s, b2_s, a_ready, b_ready, empty,
+                         num_pid_m, num_pid_n, GROUP_M, STAGES, B_TMA, CLUSTER, BLOCK_N2, FIT_M, FIT_N, KT_PER,
+                         SPLIT)),
+            (_consumer0, (c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready, empty,
+                          num_pid_m, num_pid_n, GROUP_M, STAGES, B_TMA, EPI, CLUSTER, BLOCK_N2, FIT_M, FIT_N, W,
+                          LOCKS, KT_PER, SPLIT)),
+            (_consumer1, (c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready, empty,
+                          num_pid_m, num_pid_n, GROUP_M, STAGES, B_TMA, EPI, CLUSTER, BLOCK_N2, FIT_M, FIT_N, W,
+                          LOCKS, KT_PER, SPLIT)),
+        ], [4, 4], [CONSUMER_REGS, CONSUMER_REGS])
+    else:  # one consumer warpgroup owns the tile's BLOCK_M (64) rows
+        gl.warp_specialize([
+            (_producer, (a_desc, b_desc, b2_desc, B, M, N, K, N8, SB8, a_s, b_s, b2_s, a_ready, b_ready, empty,
+                         num_pid_m, num_pid_n, GROUP_M, STAGES, B_TMA, CLUSTER, BLOCK_N2, FIT_M, FIT_N, KT_PER,
+                         SPLIT)),
+            (_consumer0, (c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready, empty,
+                          num_pid_m, num_pid_n, GROUP_M, STAGES, B_TMA, EPI, CLUSTER, BLOCK_N2, FIT_M, FIT_N, W,
+                          LOCKS, KT_PER, SPLIT)),
+        ], [4], [CONSUMER_REGS])

@@ -14,6 +14,9 @@ from tests.kernels.test_matmul import check_matmul
 
 WS_CFGS = [(128, 256, 64, 8, 3, 0), (128, 256, 64, 8, 4, 1), (128, 128, 64, 8, 4, 0), (128, 64, 64, 8, 8, 0),
            (128, 64, 64, 8, 6, 1), (128, 192, 64, 8, 4, 0), (128, 256, 64, 1, 3, 0)]
+# 64-row tiles: one consumer warpgroup a CTA
+HALF_CFGS = [mg.WS_HALF_CONFIG, (64, 64, 64, 8, 12, 0), (64, 128, 64, 8, 8, 1), (64, 64, 64, 1, 6, 1),
+             (64, 128, 64, 8, 4, 0)]
 
 
 @pytest.mark.parametrize("how", ["ws", "ws-tma", "ws-repack", "ws-mc"])
@@ -85,9 +88,13 @@ def test_gluon_default_rule():
     (768, 14336, "wide"), (6144, 4096, "wide"),  # mid tiles fill no better, or not enough better
     (512, 4096, "narrow"), (128, 14336, "narrow"),  # slim tiles fill as much as the narrow ones, at a lower rate
     (1024, 1024, "slim"),  # 32 wide tiles (0.24 of a round), 64 narrow (0.48), 128 slim (0.97)
-    (128, 4096, "slim"), (256, 4096, "slim"), (512, 1024, "slim"), (80, 4096, "slim"), (192, 4096, "slim"),
+    (256, 4096, "slim"), (512, 1024, "slim"), (192, 4096, "slim"),
     (130, 4096, "slim"), (319, 2048, "slim"),  # last tile rows of 2 and 63 rows, fitted inside A (fit_modes)
     (2048, 2048, "wide"),  # 128 wide tiles fill 0.97 of a round: the narrower ones' 0.97 loses at their rates
+    # at most 128 rows, 64x64 tiles in one round: the half tiles
+    (65, 4096, "half"), (128, 4096, "half"), (96, 3072, "half"), (100, 4224, "half"), (64, 8192, "half"),
+    (96, 2048, "half"), (96, 1536, "half"), (100, 1024, "half"), (96, 512, "half"), (1, 128, "half"),
+    (96, 4352, "slim"), (96, 14336, "narrow"), (129, 4096, "slim"),
     (256, 14336, "wide"), (4096, 4096, "wide"), (8192, 8192, "wide"), (4096, 14336, "wide"), (4000, 5000, "wide"),
     # N under 1024: a ragged tile column counts whole (256 columns: two 128-column tiles, not 192 and a third of 192)
     (4096, 512, "narrow"), (8192, 256, "narrow"), (16384, 128, "narrow"), (2048, 512, "slim"), (512, 512, "slim"),
@@ -95,7 +102,8 @@ def test_gluon_default_rule():
     # over several rounds the slim tiles' rate is lower (call 9): 640 slim tiles in 5 rounds against 220 mid in 2
     (1280, 4096, "mid"), (2304, 2048, "mid"), (2048, 2560, "mid"), (5120, 2560, "narrow")])
 def test_gluon_default_config_fills_the_rounds(m, n, tiles):
-    want = {"wide": mg.WS_CONFIG, "mid": mg.WS_MID_CONFIG, "narrow": mg.WS_NARROW_CONFIG, "slim": mg.WS_SLIM_CONFIG}
+    want = {"wide": mg.WS_CONFIG, "mid": mg.WS_MID_CONFIG, "narrow": mg.WS_NARROW_CONFIG, "slim": mg.WS_SLIM_CONFIG,
+            "half": mg.WS_HALF_CONFIG}
     assert mg.default_config(m, n, 132) == want[tiles]
 
 
@@ -104,6 +112,7 @@ def test_gluon_default_config_mid_tiles_only_through_tma():
     assert mg.default_config(2048, 3072, 132, b_tma=False) == mg.WS_NARROW_CONFIG
     assert mg.default_config(768, 4096, 132, b_tma=False) == mg.WS_CONFIG  # 96 wide tiles against 384 slim ones
     assert mg.default_config(4096, 4096, 132, b_tma=False) == mg.WS_CONFIG
+    assert mg.default_config(96, 4096, 132, b_tma=False) == mg.WS_SLIM_CONFIG  # the half tiles only through TMA too
 
 
 def test_gluon_default_config_weighs_the_tiles_rates(monkeypatch):
@@ -133,17 +142,18 @@ def test_ws_config_rejected_where_it_cannot_run(device):
 
 @pytest.mark.parametrize("cfg", [(64, 256, 64, 8, 3, 0), (128, 192, 64, 8, 3, 1), (128, 96, 64, 8, 3, 0),
                                  (128, 256, 32, 8, 3, 0), (128, 256, 64, 0, 3, 0), (128, 256, 64, 8, 2, 0),
-                                 (128, 256, 64, 8, 3, 2),
+                                 (128, 256, 64, 8, 3, 2), (32, 64, 64, 8, 3, 0), (64, 192, 64, 8, 4, 0),
                                  (128, 256, 64, 8, 3), [128, 256, 64, 8, 3, 0], (128, 256, 64, 8, 8, 0),
-                                 (128, 128, 64, 8, 6, 0), (128, 64, 64, 8, 5, 0)])
+                                 (128, 128, 64, 8, 6, 0), (128, 64, 64, 8, 5, 0), (128, 64, 64, 8, 12, 0),
+                                 (64, 128, 64, 8, 12, 0), (64, 64, 64, 8, 16, 0)])
 def test_ws_config_checked_before_anything_runs(cfg, device):
     """A ws config outside what the kernel builds is a ValueError naming the allowed values, on any machine,
     before a launch (a build failure of an explicit config would otherwise have nothing to say)."""
     a = torch.randn(70, 40, dtype=torch.bfloat16, device=device)
     b = torch.randn(40, 104, dtype=torch.bfloat16, device=device)
-    with pytest.raises(ValueError, match=r"ws .*BLOCK_M in \(128,\)"):
+    with pytest.raises(ValueError, match=r"ws .*BLOCK_M in \(64, 128\)"):
         matmul(a, b, ws=cfg)
-    for config in (mg.WS_CONFIG, mg.WS_NARROW_CONFIG, mg.WS_SLIM_CONFIG):
+    for config in (mg.WS_CONFIG, mg.WS_NARROW_CONFIG, mg.WS_SLIM_CONFIG, mg.WS_MID_CONFIG, *HALF_CFGS):
         assert mg.check_ws_config(config) == config
 
 
@@ -159,7 +169,7 @@ def test_runnable_needs_aligned_rows(device):
 @pytest.mark.gpu
 @pytest.mark.parametrize(("m", "n", "k"), [(4000, 5000, 3000), (4000, 5000, 3072), (1000, 4104, 776), (70, 264, 40),
                                            (300, 8, 1000), (129, 5000, 72)])
-@pytest.mark.parametrize("cfg", WS_CFGS)
+@pytest.mark.parametrize("cfg", WS_CFGS + HALF_CFGS)
 def test_matmul_gpu_ws_misaligned(m, n, k, cfg, gen):
     """B pitch not a multiple of 128 bytes: B through cp.async (ragged M, N, K; edges zero-filled / clipped)."""
     assert mg.status() == "enabled", mg.status()
@@ -278,10 +288,12 @@ def test_matmul_gpu_ws_cluster_bitwise(m, n, k, pitch, dtype, gen):
     (4000, 5000, 128, 256, False, (1, False)), (128, 192, 128, 192, True, (0, False)),
     (96, 100, 128, 128, True, (2, False)), (64, 4096, 128, 64, True, (2, False)),
     (97, 4096, 128, 64, True, (0, False)), (127, 4096, 128, 64, True, (0, False)),
-    (63, 4096, 128, 64, True, (0, False)), (130, 4100, 128, 64, True, (1, True)), (1, 8, 128, 256, True, (0, False))])
+    (63, 4096, 128, 64, True, (0, False)), (130, 4100, 128, 64, True, (1, True)), (1, 8, 128, 256, True, (0, False)),
+    (100, 4096, 64, 64, True, (1, False)), (32, 4100, 64, 64, True, (0, True)), (64, 96, 64, 64, True, (0, True))])
 def test_fit_modes(m, n, bm, bn, b_tma, want, monkeypatch):
-    """Ragged edges moved inside A's rows (the last tile row from M = 128; a single tile row of 64 to 96 rows as two
-    halves) and B's columns (B by TMA, N at least a tile); nothing moved with FIT_EDGES off."""
+    """Ragged edges moved inside A's rows (the last tile row from M = a tile's rows; on 128-row tiles a single tile
+    row of 64 to 96 rows as two halves, not on 64-row tiles) and B's columns (B by TMA, N at least a tile); nothing
+    moved with FIT_EDGES off."""
     assert mg.fit_modes(m, n, bm, bn, b_tma) == want
     monkeypatch.setattr(mg, "FIT_EDGES", False)
     assert mg.fit_modes(m, n, bm, bn, b_tma) == (0, False)
@@ -318,10 +330,17 @@ def test_matmul_gpu_ws_fitted_edges_bitwise(m, n, k, pitch, cfg, gen, monkeypatc
     (256, 1024, 8192, mg.WS_SLIM_CONFIG, 4), (512, 512, 8192, mg.WS_SLIM_CONFIG, 4),  # 32 tiles x 4: 128 items
     (640, 512, 8192, mg.WS_SLIM_CONFIG, 1),  # 40 tiles: over a quarter
     (768, 4096, 4096, mg.WS_MID_CONFIG, 1), (100, 1024, 4096, mg.WS_NARROW_CONFIG, 1),  # only 64-column tiles split
+    # 64-row tiles: where they fill at most half the SMs and K has at least HALF_SPLIT_MIN_K_STEPS steps
+    (100, 1024, 4096, mg.WS_HALF_CONFIG, 4), (96, 512, 4096, mg.WS_HALF_CONFIG, 4),
+    (80, 1024, 8192, mg.WS_HALF_CONFIG, 4), (96, 2048, 4096, mg.WS_HALF_CONFIG, 2),
+    (96, 1536, 4096, mg.WS_HALF_CONFIG, 2), (96, 4096, 4096, mg.WS_HALF_CONFIG, 1),
+    (100, 1024, 2048, mg.WS_HALF_CONFIG, 1), (128, 4096, 1024, mg.WS_HALF_CONFIG, 1),
+    (100, 1024, 4096, (64, 128, 64, 8, 8, 0), 1),  # 64-row tiles of 128 columns: not timed split
     (256, 1024, 8192, mg.WS_CONFIG, 1), (4096, 4096, 4096, mg.WS_CONFIG, 1)])
 def test_default_split(m, n, k, config, want, monkeypatch):
-    """K is split where 64-column tiles fill at most a quarter of the SMs: the largest power of two up to SPLIT_MAX
-    whose chunks still fit one round, each at least SPLIT_MIN_K_STEPS K steps; none with SPLIT_MAX 1."""
+    """K is split where 128x64 tiles fill at most a quarter of the SMs, 64-row tiles half with at least
+    HALF_SPLIT_MIN_K_STEPS K steps: the largest power of two up to SPLIT_MAX whose chunks still fit one round, each at
+    least SPLIT_MIN_K_STEPS K steps; none with SPLIT_MAX 1."""
     assert mg.default_split(m, n, k, config, 132) == want
     monkeypatch.setattr(mg, "SPLIT_MAX", 1)
     assert mg.default_split(m, n, k, config, 132) == 1
@@ -331,7 +350,7 @@ def test_default_split(m, n, k, config, want, monkeypatch):
 @pytest.mark.parametrize(("m", "n", "k", "pitch"), [
     (80, 4096, 4096, None), (100, 1024, 4096, None), (65, 1000, 3000, 1024), (300, 520, 1000, None),
     (127, 264, 2056, None), (512, 512, 8192, None), (1000, 264, 4040, 280), (1, 1000, 2048, None)])
-@pytest.mark.parametrize("cfg", [None, mg.WS_CONFIG, mg.WS_NARROW_CONFIG, mg.WS_SLIM_CONFIG])
+@pytest.mark.parametrize("cfg", [None, mg.WS_CONFIG, mg.WS_NARROW_CONFIG, mg.WS_SLIM_CONFIG, mg.WS_HALF_CONFIG])
 def test_matmul_gpu_ws_split_k(m, n, k, pitch, cfg, gen):
     """K in 2, 3 (a short last chunk), 4 and 8 chunks: right against fp64 as the unsplit kernel is; the same output
     over calls, whichever chunk completes a tile last (summed in chunk order), and from a CUDA graph's replays; B by
@@ -387,3 +406,32 @@ def test_misaligned_b_takes_the_clusters_by_default(gen, monkeypatch):
     monkeypatch.undo()
     assert rel_err(matmul(a, b, gluon=False), a.double() @ b.double()) < 1e-2
     check_matmul(1000, 1000, 512, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("m", "n", "k", "pitch"), [
+    (65, 4096, 4096, None), (100, 4096, 1024, None), (128, 4032, 776, None), (96, 264, 40, None),
+    (127, 1000, 776, 1024), (200, 4104, 520, None), (30, 520, 1000, None), (1, 1000, 2048, None),
+    (333, 1000, 1000, 1024)])
+@pytest.mark.parametrize("cfg", HALF_CFGS)
+def test_matmul_gpu_ws_half_tiles_bitwise(m, n, k, pitch, cfg, gen):
+    """64-row tiles (one consumer warpgroup a CTA), unsplit, sum each output element's K steps in the order the
+    128x64 tiles (unsplit) do: bitwise their output, twice in a row and from a CUDA graph's replays; B by TMA and
+    through cp.async (pitches not a multiple of 128 bytes), ragged M, N and K, the last tile row fitted inside A,
+    M = 1."""
+    a, b = _inputs(m, n, k, gen, pitch)
+    want = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    assert mg.matmul_ws(a, b, want, mg.WS_SLIM_CONFIG, b_tma=True, split=1)
+    aligned = (b.stride(0) * b.element_size()) % 128 == 0
+    for b_tma in (True, False) if aligned else (False,):
+        for _ in range(2):
+            c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            assert mg.matmul_ws(a, b, c, cfg, b_tma=b_tma, split=1)
+            assert torch.equal(c, want), f"{m}x{n}x{k} {cfg} b_tma={b_tma}"
+    graph = _captured(lambda: mg.matmul_ws(a, b, c, cfg, split=1))
+    for _ in range(2):
+        c.fill_(float("nan"))
+        graph.replay()
+        assert torch.equal(c, want), f"graph replay {m}x{n}x{k} {cfg}"
+    assert rel_err(want, a.double() @ b.double()) < 1e-2
+    assert mg.status() == "enabled", mg.status()
