@@ -72,6 +72,11 @@ MID_EFFICIENCY = 0.94
 # 1.35, 2 / 4 chunks 1.25 / 1.24).
 WS_HALF_CONFIG: tuple = (64, 64, 64, 8, 8, 0)
 HALF_MAX_M, HALF_SPLIT_MIN_K_STEPS = 128, 64
+# and 64x128 tiles (8 stages, unsplit) where the 64x64 ones take more than a round and those fit one: H200, session
+# 40 call 7, steady state, x the 128x64 tiles (one tile row, unsplit): 96 x 4352 / 5120 / 6144 / 7168 / 8192 x 4096
+# 1.01 / 1.02 / 1.03 / 1.05 / 1.11 (x cuBLAS 0.98 at 8192), 65x8192x4096 1.12, 128x8192x4096 1.04, 80x8448x4096
+# 1.07, 96x8192x1024 1.07, 128x8192x8192 1.11, 96x6144x8192 1.06; bitwise the same output.
+WS_HALF_WIDE_CONFIG: tuple = (64, 128, 64, 8, 8, 0)
 # Ragged edges fitted inside A and B (matmul_ws_kernel's FIT_M / FIT_N, fit_modes): the last tile row moved up to
 # end at row M (M >= 128); a single tile row of at least FIT_HALVES_MIN_PAST rows short of 128 (and M >= 64) as two
 # 64-row halves, each moved up to end at M at most (two boxes a step); the last tile column moved left to end at
@@ -103,7 +108,7 @@ CONSUMER_REGS, MAXNREG = 208, 168
 # stages only for 64-column tiles (WS_DEEP_BLOCK_N: 128x128 tiles build at 5-6 but were not faster, session 38)
 WS_BLOCK_M, WS_BLOCK_N, WS_BLOCK_K, WS_STAGES, WS_EPI = (64, 128), (64, 128, 192, 256), (64,), (3, 4, 6, 8, 12), (0, 1)
 WS_DEEP_BLOCK_N = (64,)
-# 64-row tiles (one consumer warpgroup), unsplit, of 64 or 128 columns; more than 8 stages only for 64x64 tiles
+# 64-row tiles (one consumer warpgroup) of 64 or 128 columns; more than 8 stages only for 64x64 tiles
 WS_HALF_BLOCK_N = (64, 128)
 # tile widths that are not a power of two (Gluon's shapes are): computed as BLOCK_N + BLOCK_N2 columns through two
 # descriptors and buffers (``matmul_ws_kernel``'s BLOCK_N2), B by TMA, stored by TMA (EPI 0), unclustered
@@ -137,10 +142,12 @@ def default_config(m: int, n: int, sms: int, b_tma: bool = True) -> tuple:
     """Of WS_CONFIG, WS_MID_CONFIG, WS_NARROW_CONFIG and WS_SLIM_CONFIG the one whose tiles' fill of the ``sms`` SMs'
     rounds, times the share of their columns inside N (a ragged tile column counts whole), times their rate against
     the wide tiles' (1, ``MID_EFFICIENCY``, ``NARROW_EFFICIENCY``, ``SLIM_EFFICIENCY``), is highest; the wider on a
-    tie.  WS_MID_CONFIG only with ``b_tma`` (B read by TMA).  WS_HALF_CONFIG ahead of them where M is at most
-    ``HALF_MAX_M`` and its tiles fit one round (B read by TMA)."""
-    if b_tma and m <= HALF_MAX_M and triton.cdiv(m, WS_HALF_CONFIG[0]) * triton.cdiv(n, WS_HALF_CONFIG[1]) <= sms:
-        return WS_HALF_CONFIG
+    tie.  WS_MID_CONFIG only with ``b_tma`` (B read by TMA).  Ahead of them, where M is at most ``HALF_MAX_M`` (B
+    read by TMA): WS_HALF_CONFIG where its tiles fit one round, else WS_HALF_WIDE_CONFIG where its tiles do."""
+    if b_tma and m <= HALF_MAX_M:
+        for half in (WS_HALF_CONFIG, WS_HALF_WIDE_CONFIG):
+            if triton.cdiv(m, half[0]) * triton.cdiv(n, half[1]) <= sms:
+                return half
 
     def score(config: tuple, rate: float) -> float:
         cols = triton.cdiv(n, config[1])

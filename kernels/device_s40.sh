@@ -27,6 +27,8 @@
 #        bitwise the unsplit 128x64 tiles: the rule now splits 64-column tiles only, the test asks for unsplit tiles).
 # call6: ncu --set full of 104x4096x4096 and 127x4096x4096, ours as shipped (64x64 tiles, 11.6 us at every M of 65-128)
 #        and cuBLAS (9.6-10.1 us there; 13.4-15.0 at 80 / 96 / 112): where do cuBLAS's 15-20 % come from?
+# call7: 64x128 tiles (`WS_HALF_WIDE_CONFIG`, 8 stages, unsplit) at 65-128 rows where the 64x64 tiles take more than a
+#        round and those fit one (N 4288-8448), against call 5's routing; then the Gluon GEMM's GPU tests.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 CALL=${1:-call1}
@@ -194,6 +196,51 @@ torch.cuda.nvtx.range_pop()
 torch.cuda.synchronize()
 PY
 
+cat > /tmp/s40/gemm_half_wide.py <<'PY'
+import statistics
+import sys
+
+import torch
+
+from kernels import _matmul_gluon as mg
+from kernels.matmul import matmul
+from kernels.tune_ab import gemm_operands, outputs_and_errors, patched, steady_in_turns
+
+ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
+SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
+sms = torch.cuda.get_device_properties(0).multi_processor_count
+default_config = mg.default_config
+
+
+def call5_config(m, n, sms, b_tma=True):  # call 5's rule: the 64x64 tiles in one round, else the 128-row tiles
+    if b_tma and m <= mg.HALF_MAX_M and -(-m // 64) * -(-n // 64) <= sms:
+        return mg.WS_HALF_CONFIG
+    keep, mg.HALF_MAX_M = mg.HALF_MAX_M, 0
+    try:
+        return default_config(m, n, sms, b_tma)
+    finally:
+        mg.HALF_MAX_M = keep
+
+
+for m, n, k in SHAPES:
+    a, b, c, ref = gemm_operands(m, n, k)
+    new = lambda: matmul(a, b, out=c)  # noqa: E731
+    fns = {"cublas": lambda: torch.matmul(a, b, out=c), "new": new,
+           "before": patched(new, mg, "default_config", call5_config)}
+    outs, errs = outputs_and_errors(fns, c, ref)
+    times = steady_in_turns(fns, ROUNDS, SECONDS)
+    med = {nm: statistics.median(v) for nm, v in times.items()}
+    cfg, old = default_config(m, n, sms), call5_config(m, n, sms)
+    print(f"{m}x{n}x{k} (new: {cfg[0]}x{cfg[1]}, before: {old[0]}x{old[1]} split "
+          f"{mg.default_split(m, n, k, old, sms)}), {ROUNDS} rounds of {SECONDS} s, us a call median (min-max) "
+          "[max err / max |ref|]: "
+          + ", ".join(f"{nm} {med[nm]:.2f} ({min(v):.2f}-{max(v):.2f}) [{errs[nm]:.1e}]" for nm, v in times.items())
+          + f"; x cublas: new {med['cublas'] / med['new']:.3f}, before {med['cublas'] / med['before']:.3f}"
+          + f"; new x before {med['before'] / med['new']:.3f} (faster in "
+          + f"{sum(x < y for x, y in zip(times['new'], times['before']))}/{ROUNDS}); bitwise before's: "
+          + str(torch.equal(outs['new'], outs['before'])), flush=True)
+PY
+
 case "$CALL" in
   call1)
     timeout 420 python3 /tmp/s40/gemm_half.py 5 0.2 \
@@ -246,6 +293,13 @@ case "$CALL" in
         /tmp/ncu/${name}_details.txt | head -45
     done 2>&1 | tee "${LOG}_ncu.log"
     tar -C /tmp/ncu -czf "${LOG}_ncu.tgz" --exclude='*.ncu-rep' .
+    ;;
+  call7)
+    timeout 200 python3 /tmp/s40/gemm_half_wide.py 5 0.2 \
+      96x4352x4096,96x5120x4096,96x6144x4096,96x7168x4096,96x8192x4096,128x8192x4096,65x8192x4096,80x8448x4096,96x8192x1024,128x8192x8192,96x6144x8192 \
+      2>&1 | tee "${LOG}_gemm_half_wide.log"
+    timeout 300 python3 -m pytest tests/kernels/test_matmul_ws.py -m gpu -q -p no:cacheprovider -n 8 2>&1 | tail -15 \
+      | tee "${LOG}_gpu_tests_matmul_ws.log"
     ;;
   *)
     echo "unknown call $CALL" >&2

@@ -15,8 +15,8 @@ from tests.kernels.test_matmul import check_matmul
 WS_CFGS = [(128, 256, 64, 8, 3, 0), (128, 256, 64, 8, 4, 1), (128, 128, 64, 8, 4, 0), (128, 64, 64, 8, 8, 0),
            (128, 64, 64, 8, 6, 1), (128, 192, 64, 8, 4, 0), (128, 256, 64, 1, 3, 0)]
 # 64-row tiles: one consumer warpgroup a CTA
-HALF_CFGS = [mg.WS_HALF_CONFIG, (64, 64, 64, 8, 12, 0), (64, 128, 64, 8, 8, 1), (64, 64, 64, 1, 6, 1),
-             (64, 128, 64, 8, 4, 0)]
+HALF_CFGS = [mg.WS_HALF_CONFIG, mg.WS_HALF_WIDE_CONFIG, (64, 64, 64, 8, 12, 0), (64, 128, 64, 8, 8, 1),
+             (64, 64, 64, 1, 6, 1), (64, 128, 64, 8, 4, 0)]
 
 
 @pytest.mark.parametrize("how", ["ws", "ws-tma", "ws-repack", "ws-mc"])
@@ -91,10 +91,11 @@ def test_gluon_default_rule():
     (256, 4096, "slim"), (512, 1024, "slim"), (192, 4096, "slim"),
     (130, 4096, "slim"), (319, 2048, "slim"),  # last tile rows of 2 and 63 rows, fitted inside A (fit_modes)
     (2048, 2048, "wide"),  # 128 wide tiles fill 0.97 of a round: the narrower ones' 0.97 loses at their rates
-    # at most 128 rows, 64x64 tiles in one round: the half tiles
+    # at most 128 rows, 64x64 tiles in one round: the half tiles; else 64x128 ones in one round
     (65, 4096, "half"), (128, 4096, "half"), (96, 3072, "half"), (100, 4224, "half"), (64, 8192, "half"),
     (96, 2048, "half"), (96, 1536, "half"), (100, 1024, "half"), (96, 512, "half"), (1, 128, "half"),
-    (96, 4352, "slim"), (96, 14336, "narrow"), (129, 4096, "slim"),
+    (96, 4352, "half_wide"), (128, 8192, "half_wide"), (96, 8448, "half_wide"), (96, 8704, "narrow"),
+    (96, 14336, "narrow"), (129, 4096, "slim"),
     (256, 14336, "wide"), (4096, 4096, "wide"), (8192, 8192, "wide"), (4096, 14336, "wide"), (4000, 5000, "wide"),
     # N under 1024: a ragged tile column counts whole (256 columns: two 128-column tiles, not 192 and a third of 192)
     (4096, 512, "narrow"), (8192, 256, "narrow"), (16384, 128, "narrow"), (2048, 512, "slim"), (512, 512, "slim"),
@@ -103,7 +104,7 @@ def test_gluon_default_rule():
     (1280, 4096, "mid"), (2304, 2048, "mid"), (2048, 2560, "mid"), (5120, 2560, "narrow")])
 def test_gluon_default_config_fills_the_rounds(m, n, tiles):
     want = {"wide": mg.WS_CONFIG, "mid": mg.WS_MID_CONFIG, "narrow": mg.WS_NARROW_CONFIG, "slim": mg.WS_SLIM_CONFIG,
-            "half": mg.WS_HALF_CONFIG}
+            "half": mg.WS_HALF_CONFIG, "half_wide": mg.WS_HALF_WIDE_CONFIG}
     assert mg.default_config(m, n, 132) == want[tiles]
 
 
