@@ -25,7 +25,7 @@ try:  # Gluon ships with Triton >= 3.5; the kernel is written against the GPU ma
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    from kernels._matmul_ws import B_DESC_PARAM, matmul_ws_kernel
+    from kernels._matmul_ws import B_DESC_PARAM, consumer_rows, matmul_ws_kernel
 except Exception as exc:  # another Triton whose Gluon API differs
     matmul_ws_kernel = None
     IMPORT_ERROR: str | None = f"{type(exc).__name__}: {exc}"
@@ -230,7 +230,7 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
         epi = 1
     else:
         work = locks = c
-    rows = bm if bm == 64 else bm // 2  # a consumer warpgroup's rows (the kernel counts its consumers by them)
+    rows = consumer_rows(bm)
     a_desc = _desc(a, [bm // 2 if fit_m == 2 else bm, bk])  # FIT_M 2: two half boxes a step
     b_desc = _desc(b, [bk, bn1 // 2] if cluster else [bk, bn1])  # with clusters each CTA copies half of B's tile
     c_desc = _desc(c, [rows, bn1])

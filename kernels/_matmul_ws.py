@@ -54,6 +54,12 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 B_DESC_PARAM = 5
 
 
+def consumer_rows(block_m: int) -> int:
+    """The rows of c_desc's boxes (one consumer warpgroup's) for tiles of ``block_m`` rows: 64-row tiles have one
+    consumer, 128-row tiles two; ``matmul_ws_kernel`` counts its consumers by them."""
+    return block_m if block_m == 64 else block_m // 2
+
+
 @gluon.jit
 def _coords(tile, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
     per_group = GROUP_M * num_pid_n
@@ -333,6 +339,8 @@ def matmul_ws_kernel(a_desc, b_desc, c_desc, B, C, M, N, K, N8, SB8, scm, b2_des
         mbarrier.init(a_ready.index(i), count=1)
         mbarrier.init(b_ready.index(i), count=128)  # one cp.async arrival per producer thread
         mbarrier.init(empty.index(i), count=CONSUMERS * CLUSTER)  # released by every consumer (of both CTAs)
+    # (the partitions written out twice: Gluon 3.6 builds them only from literals, not from a list or an argument
+    # tuple held in a variable)
     if CONSUMERS == 2:
         gl.warp_specialize([
             (_producer, (a_desc, b_desc, b2_desc, B, M, N, K, N8, SB8, a_s, b_s, b2_s, a_ready, b_ready, empty,

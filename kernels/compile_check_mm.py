@@ -18,7 +18,7 @@ sys.path.insert(0, os.environ.get("TRITON_SITE", "/tmp/t36/site311"))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from kernels import _ptx_cluster
-from kernels._matmul_ws import B_DESC_PARAM, matmul_ws_kernel
+from kernels._matmul_ws import B_DESC_PARAM, consumer_rows, matmul_ws_kernel
 from kernels._offline_build import build, descriptor_type, main, write_ptx_fixture
 
 
@@ -31,10 +31,9 @@ def _signature(bm: int, bn: int, bk: int, stages: int, epi: int, b_tma: bool, gr
     const = {"BLOCK_N": bn1, "GROUP_M": group, "STAGES": stages, "B_TMA": b_tma or cluster == 2 or two, "EPI": epi,
              "CONSUMER_REGS": regs, "CLUSTER": cluster, "CLUSTER_PTX": _ptx_cluster.VERSION if cluster == 2 else 0,
              "BLOCK_N2": bn2, "FIT_M": fit_m, "FIT_N": fit_n, "SPLIT": split}
-    rows = bm if bm == 64 else bm // 2  # 64-row tiles: one consumer warpgroup
-    b_box = (bk, bn1 // cluster)  # clusters: this CTA's half of the columns
-    descs = {"a_desc": (bm // 2 if fit_m == 2 else bm, bk), "b_desc": b_box, "c_desc": (rows, bn1),
-             "b2_desc": (bk, bn2) if bn2 else b_box, "c2_desc": (rows, bn2 or bn1)}
+    rows = consumer_rows(bm)
+    descs = {"a_desc": (bm // 2 if fit_m == 2 else bm, bk), "b_desc": (bk, bn1 // cluster), "c_desc": (rows, bn1),
+             "b2_desc": (bk, bn2 or bn1 // cluster), "c2_desc": (rows, bn2 or bn1)}
     pointers = {"B": "*bf16", "C": "*bf16", "W": "*fp32", "LOCKS": "*i32"}
     sig = {name: "constexpr" if name in const else descriptor_type("bf16", descs[name]) if name in descs
            else pointers.get(name, "i32") for name in matmul_ws_kernel.arg_names}

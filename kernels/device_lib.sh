@@ -13,6 +13,18 @@ profile() {  # name, kernel regex, tune_ws run arguments...: ncu --set full of o
   ls -la $dir | grep $name
 }
 
+gemm_ncu() {  # who shape: ncu --set full of one GEMM (kernels.tune_ab gemm-once: its NVTX range "prof"), pages under
+  # /tmp/ncu, the headline metrics printed
+  local name=$1_$2 dir=/tmp/ncu; mkdir -p $dir
+  timeout 120 ncu --clock-control none --set full --import-source no --nvtx --nvtx-include "prof/" -f -o $dir/$name \
+    python3 -m kernels.tune_ab gemm-once $1 $2 > $dir/$name.log 2>&1
+  echo "ncu $name rc=$?"
+  ncu -i $dir/$name.ncu-rep --page details --print-details all > $dir/${name}_details.txt 2>&1
+  ncu -i $dir/$name.ncu-rep --page raw --csv > $dir/${name}_raw.csv 2>&1
+  grep -E "^  [a-zA-Z_].*\(|Duration|Throughput|Warp Cycles Per Issued|Issue Slots Busy|Hit Rate|Grid Size|Cluster Size|Registers|Shared Memory Config|Mem Busy|Max Bandwidth|Stall" \
+    $dir/${name}_details.txt | head -45
+}
+
 install_perfci() {  # the carried wheels (.whl: nvtx, plotly) into /tmp/site, perfci itself editable
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1 \
     && export PYTHONPATH=/tmp/site:. && python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1

@@ -2,6 +2,10 @@
 # Session-40 device calls (issue 16), H200s only again: bash kernels/device_s40.sh CALL (OUT set by the tool).  Every
 # step is guarded by `timeout`.  Timing: the power-capped steady state (kernels/tune_ab.steady_in_turns: a graph of 20
 # calls replayed back to back for a set time, the variants in turns, medians).
+# (Since the session's review the harnesses' lines go through kernels/tune_ab's timings_line / ratios / must_run and
+# call 6's profiles through device_lib.sh's gemm_ncu: the same sums and prints as the inline code that produced the
+# logs.  Call 1's clustered variants need the diff docs/measurements/kernels_s40_cluster64.patch: the shipped host
+# refuses clusters with a config, and the kernel lost the B halves by K rows.)
 # call1: 64-row tiles for the Gluon GEMM (matmul_ws_kernel with one consumer warpgroup: c_desc's boxes of BLOCK_M
 #        rows), cuBLAS's structure at 65-128 rows (session 38 call 4 named nvjet 64x64 tiles, 13 stages, and at 127
 #        rows clusters of two along M: 9.8 us against 14.8 at 112 rows with its clusters along N): `c64_12` / `c64_8`
@@ -29,8 +33,12 @@
 #        and cuBLAS (9.6-10.1 us there; 13.4-15.0 at 80 / 96 / 112): where do cuBLAS's 15-20 % come from?
 # call7: 64x128 tiles (`WS_HALF_WIDE_CONFIG`, 8 stages, unsplit) at 65-128 rows where the 64x64 tiles take more than a
 #        round and those fit one (N 4288-8448), against call 5's routing; then the Gluon GEMM's GPU tests.
+# call8: after the review (consumer_rows, tune_ab's must_run / timings_line / ratios / gemm-once, device_lib's
+#        gemm_ncu): the Gluon GEMM's GPU tests, the route harness at two shapes (2 short rounds: a run, not a timing),
+#        gemm_ncu of one GEMM.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
+source kernels/device_lib.sh
 CALL=${1:-call1}
 GPU_TAG=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -q H200 && echo h200 || echo h100)
 LOG=$OUT/kernels_${GPU_TAG}_s40_${CALL}
@@ -42,7 +50,6 @@ LOG=$OUT/kernels_${GPU_TAG}_s40_${CALL}
 mkdir -p /tmp/s40
 
 cat > /tmp/s40/gemm_half.py <<'PY'
-import statistics
 import sys
 
 import torch
@@ -50,7 +57,7 @@ import torch
 from kernels import _matmul_gluon as mg
 from kernels import matmul as mm
 from kernels.matmul import matmul
-from kernels.tune_ab import gemm_operands, outputs_and_errors, steady_in_turns
+from kernels.tune_ab import gemm_operands, must_run, outputs_and_errors, ratios, steady_in_turns, timings_line
 
 ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
@@ -65,26 +72,21 @@ for m, n, k in SHAPES:
     fns = {"cublas": lambda: torch.matmul(a, b, out=c), "shipped": lambda: matmul(a, b, out=c)}
     for nm in WANT:
         cfg, cl = VARIANTS[nm]
-        fns[nm] = lambda cfg=cfg, cl=cl: mg.matmul_ws(a, b, c, cfg, cluster=cl) or (_ for _ in ()).throw(
-            RuntimeError(f"{cfg} cluster={cl} did not run: {mg.status(cluster=cl)}"))
+        fns[nm] = lambda cfg=cfg, cl=cl: must_run(mg.matmul_ws(a, b, c, cfg, cluster=cl), f"{cfg} cluster={cl}",
+                                                  lambda: mg.status(cluster=cl))
     outs, errs = outputs_and_errors(fns, c, ref)
     gluon = mm.gluon_default(m, n, aligned=True)
     same = {nm: torch.equal(outs[nm], outs["shipped"]) for nm in WANT}
     times = steady_in_turns(fns, ROUNDS, SECONDS)
-    med = {nm: statistics.median(v) for nm, v in times.items()}
     cfg = mg.default_config(m, n, sms)
     route = f"gluon {cfg[0]}x{cfg[1]} split {mg.default_split(m, n, k, cfg, sms)}" if gluon else "triton"
     print(f"{m}x{n}x{k} (shipped: {route}), {ROUNDS} rounds of {SECONDS} s, us a call median (min-max) "
-          "[max err / max |ref|]: "
-          + ", ".join(f"{nm} {med[nm]:.2f} ({min(v):.2f}-{max(v):.2f}) [{errs[nm]:.1e}]" for nm, v in times.items())
-          + "; x cublas: " + ", ".join(f"{nm} {med['cublas'] / med[nm]:.3f}" for nm in med if nm != "cublas")
-          + "; x shipped: " + ", ".join(f"{nm} {med['shipped'] / med[nm]:.3f}" for nm in med
-                                        if nm not in ("cublas", "shipped"))
-          + "; bitwise shipped's: " + ", ".join(f"{nm} {s}" for nm, s in same.items()), flush=True)
+          f"[max err / max |ref|]: {timings_line(times, errs)}; x cublas: {ratios(times, 'cublas')}; x shipped: "
+          f"{ratios(times, 'shipped', ['cublas'])}; bitwise shipped's: "
+          + ", ".join(f"{nm} {s}" for nm, s in same.items()), flush=True)
 PY
 
 cat > /tmp/s40/gemm_half_route.py <<'PY'
-import statistics
 import sys
 
 import torch
@@ -92,7 +94,8 @@ import torch
 from kernels import _matmul_gluon as mg
 from kernels import matmul as mm
 from kernels.matmul import matmul
-from kernels.tune_ab import gemm_operands, outputs_and_errors, patched, steady_in_turns
+from kernels.tune_ab import (gemm_operands, must_run, outputs_and_errors, patched, ratios, steady_in_turns,
+                             timings_line)
 
 ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
@@ -101,34 +104,23 @@ CFGS = {"u64_6": (64, 64, 64, 8, 6, 0), "u64_8": (64, 64, 64, 8, 8, 0), "u64_12"
 WANT = [x for x in sys.argv[4].split(",") if x] if len(sys.argv) > 4 else ["u64_8", "u64x128"]  # configs beside
 sms = torch.cuda.get_device_properties(0).multi_processor_count
 
-
-def ran(ok, what):
-    if not ok:
-        raise RuntimeError(f"{what} did not run: {mg.status()}")
-
-
 for m, n, k in SHAPES:
     a, b, c, ref = gemm_operands(m, n, k)
     new = lambda: matmul(a, b, out=c)  # noqa: E731
     fns = {"cublas": lambda: torch.matmul(a, b, out=c), "new": new, "before": patched(new, mg, "HALF_MAX_M", 0)}
     for nm in WANT:
-        fns[nm] = lambda nm=nm: ran(mg.matmul_ws(a, b, c, CFGS[nm]), nm)
+        fns[nm] = lambda nm=nm: must_run(mg.matmul_ws(a, b, c, CFGS[nm]), nm, mg.status)
     outs, errs = outputs_and_errors(fns, c, ref)
     times = steady_in_turns(fns, ROUNDS, SECONDS)
-    med = {nm: statistics.median(v) for nm, v in times.items()}
     gluon = mm.gluon_default(m, n, aligned=True)
     cfg = mg.default_config(m, n, sms)
-    mg.HALF_MAX_M, keep = 0, mg.HALF_MAX_M
-    old = mg.default_config(m, n, sms)
-    mg.HALF_MAX_M = keep
+    old = patched(lambda: mg.default_config(m, n, sms), mg, "HALF_MAX_M", 0)()
     split, new_split = mg.default_split(m, n, k, old, sms), mg.default_split(m, n, k, cfg, sms)
     route = (f"gluon; new: {cfg[0]}x{cfg[1]} split {new_split}, before: {old[0]}x{old[1]} split {split}" if gluon
              else "triton")
     print(f"{m}x{n}x{k} ({route}), {ROUNDS} rounds of {SECONDS} s, us a call median (min-max) [max err / max |ref|]: "
-          + ", ".join(f"{nm} {med[nm]:.2f} ({min(v):.2f}-{max(v):.2f}) [{errs[nm]:.1e}]" for nm, v in times.items())
-          + "; x cublas: " + ", ".join(f"{nm} {med['cublas'] / med[nm]:.3f}" for nm in med if nm != "cublas")
-          + "; x before: " + ", ".join(f"{nm} {med['before'] / med[nm]:.3f}" for nm in med
-                                       if nm not in ("cublas", "before"))
+          f"{timings_line(times, errs)}; x cublas: {ratios(times, 'cublas')}; x before: "
+          f"{ratios(times, 'before', ['cublas'])}"
           + f"; new faster in {sum(x < y for x, y in zip(times['new'], times['before']))}/{ROUNDS}"
           + ("; bitwise before's: " + str(torch.equal(outs["new"], outs["before"])) if split == new_split == 1
              else ""),
@@ -136,64 +128,33 @@ for m, n, k in SHAPES:
 PY
 
 cat > /tmp/s40/gemm_half_split.py <<'PY'
-import statistics
 import sys
 
 import torch
 
 from kernels import _matmul_gluon as mg
 from kernels.matmul import matmul
-from kernels.tune_ab import gemm_operands, outputs_and_errors, steady_in_turns
+from kernels.tune_ab import gemm_operands, must_run, outputs_and_errors, ratios, steady_in_turns, timings_line
 
 ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
 SPLITS = [int(x) for x in sys.argv[4].split(",")]
 sms = torch.cuda.get_device_properties(0).multi_processor_count
 
-
-def ran(ok, what):
-    if not ok:
-        raise RuntimeError(f"{what} did not run: {mg.status()}")
-
-
 for m, n, k in SHAPES:
     a, b, c, ref = gemm_operands(m, n, k)
     fns = {"cublas": lambda: torch.matmul(a, b, out=c), "shipped": lambda: matmul(a, b, out=c)}
     for sp in SPLITS:
-        fns[f"h{sp}"] = lambda sp=sp: ran(mg.matmul_ws(a, b, c, mg.WS_HALF_CONFIG, split=sp), f"h{sp}")
+        fns[f"h{sp}"] = lambda sp=sp: must_run(mg.matmul_ws(a, b, c, mg.WS_HALF_CONFIG, split=sp), f"h{sp}",
+                                               mg.status)
     _, errs = outputs_and_errors(fns, c, ref)
     times = steady_in_turns(fns, ROUNDS, SECONDS)
-    med = {nm: statistics.median(v) for nm, v in times.items()}
     cfg = mg.default_config(m, n, sms)
     tiles = -(-m // 64) * -(-n // 64)
     print(f"{m}x{n}x{k} (shipped: {cfg[0]}x{cfg[1]} split {mg.default_split(m, n, k, cfg, sms)}; {tiles} 64x64 tiles), "
           f"{ROUNDS} rounds of {SECONDS} s, us a call median (min-max) [max err / max |ref|]: "
-          + ", ".join(f"{nm} {med[nm]:.2f} ({min(v):.2f}-{max(v):.2f}) [{errs[nm]:.1e}]" for nm, v in times.items())
-          + "; x cublas: " + ", ".join(f"{nm} {med['cublas'] / med[nm]:.3f}" for nm in med if nm != "cublas")
-          + "; x shipped: " + ", ".join(f"{nm} {med['shipped'] / med[nm]:.3f}" for nm in med
-                                        if nm not in ("cublas", "shipped")), flush=True)
-PY
-
-cat > /tmp/s40/prof.py <<'PY'
-"""One GEMM (ours through matmul, or cuBLAS), warmed up, then once in the NVTX range "prof"."""
-import sys
-
-import torch
-
-from kernels.matmul import matmul
-
-who, m, n, k = sys.argv[1], *(int(x) for x in sys.argv[2].split("x"))
-a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-fn = (lambda: torch.matmul(a, b, out=c)) if who == "cublas" else (lambda: matmul(a, b, out=c))
-for _ in range(20):
-    fn()
-torch.cuda.synchronize()
-torch.cuda.nvtx.range_push("prof")
-fn()
-torch.cuda.nvtx.range_pop()
-torch.cuda.synchronize()
+          f"{timings_line(times, errs)}; x cublas: {ratios(times, 'cublas')}; x shipped: "
+          f"{ratios(times, 'shipped', ['cublas'])}", flush=True)
 PY
 
 cat > /tmp/s40/gemm_half_wide.py <<'PY'
@@ -204,7 +165,7 @@ import torch
 
 from kernels import _matmul_gluon as mg
 from kernels.matmul import matmul
-from kernels.tune_ab import gemm_operands, outputs_and_errors, patched, steady_in_turns
+from kernels.tune_ab import gemm_operands, outputs_and_errors, patched, ratios, steady_in_turns, timings_line
 
 ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
@@ -215,11 +176,7 @@ default_config = mg.default_config
 def call5_config(m, n, sms, b_tma=True):  # call 5's rule: the 64x64 tiles in one round, else the 128-row tiles
     if b_tma and m <= mg.HALF_MAX_M and -(-m // 64) * -(-n // 64) <= sms:
         return mg.WS_HALF_CONFIG
-    keep, mg.HALF_MAX_M = mg.HALF_MAX_M, 0
-    try:
-        return default_config(m, n, sms, b_tma)
-    finally:
-        mg.HALF_MAX_M = keep
+    return patched(lambda: default_config(m, n, sms, b_tma), mg, "HALF_MAX_M", 0)()
 
 
 for m, n, k in SHAPES:
@@ -229,14 +186,11 @@ for m, n, k in SHAPES:
            "before": patched(new, mg, "default_config", call5_config)}
     outs, errs = outputs_and_errors(fns, c, ref)
     times = steady_in_turns(fns, ROUNDS, SECONDS)
-    med = {nm: statistics.median(v) for nm, v in times.items()}
     cfg, old = default_config(m, n, sms), call5_config(m, n, sms)
     print(f"{m}x{n}x{k} (new: {cfg[0]}x{cfg[1]}, before: {old[0]}x{old[1]} split "
           f"{mg.default_split(m, n, k, old, sms)}), {ROUNDS} rounds of {SECONDS} s, us a call median (min-max) "
-          "[max err / max |ref|]: "
-          + ", ".join(f"{nm} {med[nm]:.2f} ({min(v):.2f}-{max(v):.2f}) [{errs[nm]:.1e}]" for nm, v in times.items())
-          + f"; x cublas: new {med['cublas'] / med['new']:.3f}, before {med['cublas'] / med['before']:.3f}"
-          + f"; new x before {med['before'] / med['new']:.3f} (faster in "
+          f"[max err / max |ref|]: {timings_line(times, errs)}; x cublas: {ratios(times, 'cublas')}"
+          + f"; new x before {statistics.median(times['before']) / statistics.median(times['new']):.3f} (faster in "
           + f"{sum(x < y for x, y in zip(times['new'], times['before']))}/{ROUNDS}); bitwise before's: "
           + str(torch.equal(outs['new'], outs['before'])), flush=True)
 PY
@@ -280,17 +234,8 @@ case "$CALL" in
       -p no:cacheprovider -n 8 2>&1 | tail -15 | tee "${LOG}_gpu_tests_matmul.log"
     ;;
   call6)
-    mkdir -p /tmp/ncu
     for c in "ours 104x4096x4096" "cublas 104x4096x4096" "ours 127x4096x4096" "cublas 127x4096x4096"; do
-      set -- $c
-      name=$1_$2
-      timeout 120 ncu --clock-control none --set full --import-source no --nvtx --nvtx-include "prof/" -f \
-        -o /tmp/ncu/$name python3 /tmp/s40/prof.py $1 $2 > /tmp/ncu/$name.log 2>&1
-      echo "ncu $name rc=$?"
-      ncu -i /tmp/ncu/$name.ncu-rep --page details --print-details all > /tmp/ncu/${name}_details.txt 2>&1
-      ncu -i /tmp/ncu/$name.ncu-rep --page raw --csv > /tmp/ncu/${name}_raw.csv 2>&1
-      grep -E "^  [a-zA-Z_].*\(|Duration|Throughput|Warp Cycles Per Issued|Issue Slots Busy|Hit Rate|Grid Size|Cluster Size|Registers|Shared Memory Config|Mem Busy|Max Bandwidth|Stall" \
-        /tmp/ncu/${name}_details.txt | head -45
+      gemm_ncu $c
     done 2>&1 | tee "${LOG}_ncu.log"
     tar -C /tmp/ncu -czf "${LOG}_ncu.tgz" --exclude='*.ncu-rep' .
     ;;
@@ -300,6 +245,13 @@ case "$CALL" in
       2>&1 | tee "${LOG}_gemm_half_wide.log"
     timeout 300 python3 -m pytest tests/kernels/test_matmul_ws.py -m gpu -q -p no:cacheprovider -n 8 2>&1 | tail -15 \
       | tee "${LOG}_gpu_tests_matmul_ws.log"
+    ;;
+  call8)
+    timeout 150 python3 -m pytest tests/kernels/test_matmul_ws.py -m gpu -q -p no:cacheprovider -n 8 2>&1 | tail -5 \
+      | tee "${LOG}_gpu_tests_matmul_ws.log"
+    timeout 40 python3 /tmp/s40/gemm_half_route.py 2 0.05 104x4096x4096,96x1536x4096 u64_8 2>&1 \
+      | tee "${LOG}_gemm_half_route.log"
+    gemm_ncu ours 104x4096x4096 2>&1 | head -8 | tee "${LOG}_ncu.log"
     ;;
   *)
     echo "unknown call $CALL" >&2

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -139,3 +140,47 @@ def outputs_and_errors(fns: dict[str, Callable[[], Any]], out: Any, ref: Any) ->
         outs[name] = out.clone()
         errs[name] = ((out.float() - ref).abs().max() / ref.abs().max()).item()
     return outs, errs
+
+
+def must_run(ok: bool, what: str, why: Callable[[], str] = lambda: "") -> None:
+    """Raise RuntimeError where an entry point that returns False when it cannot run here (``matmul_ws``) did not
+    run, naming ``what`` and ``why()`` (asked only then)."""
+    if not ok:
+        raise RuntimeError(f"{what} did not run: {why()}")
+
+
+def timings_line(times: dict[str, list[float]], errs: dict[str, float]) -> str:
+    """``name median (min-max) [error]`` for each of :func:`steady_in_turns`' timings, its error beside."""
+    return ", ".join(f"{name} {statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f}) [{errs[name]:.1e}]"
+                     for name, v in times.items())
+
+
+def ratios(times: dict[str, list[float]], base: str, skip: Iterable[str] = ()) -> str:
+    """``name base-median / its-median`` for each timing but ``base`` and ``skip`` (above 1: faster than base)."""
+    med = {name: statistics.median(v) for name, v in times.items()}
+    return ", ".join(f"{name} {med[base] / m:.3f}" for name, m in med.items() if name != base and name not in skip)
+
+
+def gemm_once(who: str, shape: str) -> None:
+    """One bf16 GEMM of ``shape`` (MxNxK), ours through ``kernels.matmul.matmul`` (``who`` "ours") or cuBLAS
+    ("cublas"), warmed up by 20 calls, then once inside the NVTX range "prof" (for ``ncu --nvtx-include prof/``)."""
+    import torch
+
+    from kernels.matmul import matmul
+
+    m, n, k = (int(x) for x in shape.split("x"))
+    a, b, c, _ = gemm_operands(m, n, k)
+    fn = {"cublas": lambda: torch.matmul(a, b, out=c), "ours": lambda: matmul(a, b, out=c)}[who]
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_push("prof")
+    fn()
+    torch.cuda.nvtx.range_pop()
+    torch.cuda.synchronize()
+
+
+if __name__ == "__main__":  # python3 -m kernels.tune_ab gemm-once ours|cublas MxNxK
+    if len(sys.argv) != 4 or sys.argv[1] != "gemm-once" or sys.argv[2] not in ("ours", "cublas"):
+        sys.exit("usage: python3 -m kernels.tune_ab gemm-once ours|cublas MxNxK")
+    gemm_once(sys.argv[2], sys.argv[3])

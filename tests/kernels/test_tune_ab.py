@@ -89,3 +89,30 @@ def test_outputs_and_errors_run_each_once_into_a_nan_filled_output():
     assert seen == [True, True]
     assert errs["exact"] < 1e-2 and 0.9 < errs["doubled"] < 1.1
     assert torch.equal(outs["doubled"], c) and not torch.equal(outs["exact"], outs["doubled"])
+
+
+def test_timing_lines_and_ratios():
+    """The session scripts' summary lines: each timing's median (min-max) and error; base median over each other
+    median, without base and the skipped names."""
+    times = {"cublas": [10.0, 12.0, 11.0], "new": [5.0, 6.0, 5.5], "before": [11.0, 11.0, 11.0]}
+    errs = {"cublas": 1e-3, "new": 2e-3, "before": 3e-3}
+    assert tune_ab.timings_line(times, errs) == ("cublas 11.00 (10.00-12.00) [1.0e-03], new 5.50 (5.00-6.00) "
+                                                 "[2.0e-03], before 11.00 (11.00-11.00) [3.0e-03]")
+    assert tune_ab.ratios(times, "cublas") == "new 2.000, before 1.000"
+    assert tune_ab.ratios(times, "before", ["cublas"]) == "new 2.000"
+
+
+def test_must_run_names_what_did_not_run():
+    asked = []
+    tune_ab.must_run(True, "x", lambda: asked.append(1) or "why")
+    assert not asked  # the reason is asked for only on failure
+    with pytest.raises(RuntimeError, match="u64_8 did not run: disabled"):
+        tune_ab.must_run(False, "u64_8", lambda: "disabled")
+
+
+def test_gemm_once_usage():
+    import subprocess
+
+    run = subprocess.run([sys.executable, "-m", "kernels.tune_ab", "gemm-once", "nobody", "1x1x1"],
+                         capture_output=True, text=True)
+    assert run.returncode == 1 and "usage: python3 -m kernels.tune_ab gemm-once ours|cublas MxNxK" in run.stderr
