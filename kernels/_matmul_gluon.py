@@ -60,7 +60,7 @@ SLIM_EFFICIENCY = 0.72
 WS_MID_CONFIG: tuple = (128, 192, 64, 8, 4, 0)
 MID_EFFICIENCY = 0.94
 # 64x64 tiles on an 8-stage ring (148 KB), one consumer warpgroup a CTA: cuBLAS's tiles at 65-128 rows, taken where
-# M fits two tile rows (HALF_MAX_M) and B is read by TMA, while their tiles fit one round (default_config); K split
+# B is read by TMA and their tiles fit one round (default_config); K split
 # where they fill at most half the SMs and K has at least HALF_SPLIT_MIN_K_STEPS steps (default_split).  H200, steady
 # state, x the 128x64 tiles (two consumers, half the CTAs; in 4 chunks of K where those fill at most a quarter of the
 # SMs): session 40 call 1 (12 stages, unsplit) 65-128 x 4096 x 4096 1.08-1.25 (12.0 us at every M there; x cuBLAS
@@ -70,13 +70,23 @@ MID_EFFICIENCY = 0.94
 # round): 16-32 tiles in 4 chunks 1.21-1.34 (100 / 65 / 128 x 1024 x 4096, 80 / 128 x 1024 x 8192, 96x512x4096), 48-64
 # tiles in 2 chunks 1.07-1.11 (96 x 1536 / 2048 x 4096, 128x2048x4096); at 32 K steps unsplit best (100x1024x2048
 # 1.35, 2 / 4 chunks 1.25 / 1.24).
+# Since session 41 at any M where they fit one round: session 41 call 2, x session 40's rule (128x64 tiles, half as
+# many; in 4 chunks of K at 16-32 of them): 512x1024x4096 1.11 (x cuBLAS 0.75 -> 0.83), 512x512x8192 (2 chunks)
+# 1.14, 256x1024x8192 1.05 (-> 1.01), 256x512x4096 (4 chunks) 1.23, 384x1024x4096 1.12, 256x2048x4096 1.11,
+# 200x2048x1024 1.14, 1024x512x1024 1.12, 1024 / 640 x 512 x 4096 1.11 / 1.12, 300x1024x4096 1.12 (-> 0.97),
+# 4096x128x4096 1.19, 4096x128x1024 1.20, 2048x256x4096 1.24; bitwise the same output where unsplit.
 WS_HALF_CONFIG: tuple = (64, 64, 64, 8, 8, 0)
 HALF_MAX_M, HALF_SPLIT_MIN_K_STEPS = 128, 64
 # and 64x128 tiles (8 stages, unsplit) where the 64x64 ones take more than a round and those fit one: H200, session
 # 40 call 7, steady state, x the 128x64 tiles (one tile row, unsplit): 96 x 4352 / 5120 / 6144 / 7168 / 8192 x 4096
 # 1.01 / 1.02 / 1.03 / 1.05 / 1.11 (x cuBLAS 0.98 at 8192), 65x8192x4096 1.12, 128x8192x4096 1.04, 80x8448x4096
-# 1.07, 96x8192x1024 1.07, 128x8192x8192 1.11, 96x6144x8192 1.06; bitwise the same output.
+# 1.07, 96x8192x1024 1.07, 128x8192x8192 1.11, 96x6144x8192 1.06; bitwise the same output.  Above HALF_MAX_M rows
+# only where they compute at most HALF_WIDE_MAX_SHARE of the 128-row tiles' output elements (129-192 rows: three
+# 64-row tile rows against two of 128): session 41 call 2, x the 128x64 tiles, 129 / 130 / 150 x 4096 x 4096 1.08 /
+# 1.06 / 1.06, 160x4096x2048 1.03, 192x4096x1024 1.00; at 319x2048x2048 (80 of them against 96, 0.83 of the
+# elements) 0.98, at 256x4096x4096 and 1024^3 (as many elements; call 1) 0.97 / 1.00.
 WS_HALF_WIDE_CONFIG: tuple = (64, 128, 64, 8, 8, 0)
+HALF_WIDE_MAX_SHARE = 0.75
 # Ragged edges fitted inside A and B (matmul_ws_kernel's FIT_M / FIT_N, fit_modes): the last tile row moved up to
 # end at row M (M >= 128); a single tile row of at least FIT_HALVES_MIN_PAST rows short of 128 (and M >= 64) as two
 # 64-row halves, each moved up to end at M at most (two boxes a step); the last tile column moved left to end at
@@ -142,12 +152,12 @@ def default_config(m: int, n: int, sms: int, b_tma: bool = True) -> tuple:
     """Of WS_CONFIG, WS_MID_CONFIG, WS_NARROW_CONFIG and WS_SLIM_CONFIG the one whose tiles' fill of the ``sms`` SMs'
     rounds, times the share of their columns inside N (a ragged tile column counts whole), times their rate against
     the wide tiles' (1, ``MID_EFFICIENCY``, ``NARROW_EFFICIENCY``, ``SLIM_EFFICIENCY``), is highest; the wider on a
-    tie.  WS_MID_CONFIG only with ``b_tma`` (B read by TMA).  Ahead of them, where M is at most ``HALF_MAX_M`` (B
-    read by TMA): WS_HALF_CONFIG where its tiles fit one round, else WS_HALF_WIDE_CONFIG where its tiles do."""
-    if b_tma and m <= HALF_MAX_M:
-        for half in (WS_HALF_CONFIG, WS_HALF_WIDE_CONFIG):
-            if triton.cdiv(m, half[0]) * triton.cdiv(n, half[1]) <= sms:
-                return half
+    tie.  WS_MID_CONFIG only with ``b_tma`` (B read by TMA).  Ahead of them, with ``b_tma``: WS_HALF_CONFIG wherever
+    its tiles fit one round, else WS_HALF_WIDE_CONFIG where its tiles fit one round and either M is at most
+    ``HALF_MAX_M`` or they compute at most ``HALF_WIDE_MAX_SHARE`` of the output elements the 128-row tiles picked
+    do (a last tile row mostly past M: 130 rows as 3 x 64 rather than 2 x 128)."""
+    if b_tma and _tiles(m, n, WS_HALF_CONFIG) <= sms:
+        return WS_HALF_CONFIG
 
     def score(config: tuple, rate: float) -> float:
         cols = triton.cdiv(n, config[1])
@@ -156,7 +166,22 @@ def default_config(m: int, n: int, sms: int, b_tma: bool = True) -> tuple:
 
     rated = [(WS_CONFIG, 1.0)] + ([(WS_MID_CONFIG, MID_EFFICIENCY)] if b_tma else [])
     rated += [(WS_NARROW_CONFIG, NARROW_EFFICIENCY), (WS_SLIM_CONFIG, SLIM_EFFICIENCY)]
-    return max(rated, key=lambda cr: score(*cr))[0]  # max keeps the first of equals
+    best = max(rated, key=lambda cr: score(*cr))[0]  # max keeps the first of equals
+    wide = WS_HALF_WIDE_CONFIG
+    if b_tma and _tiles(m, n, wide) <= sms and (
+            m <= HALF_MAX_M or _elements(m, n, wide) <= HALF_WIDE_MAX_SHARE * _elements(m, n, best)):
+        return wide
+    return best
+
+
+def _tiles(m: int, n: int, config: tuple) -> int:
+    """How many of ``config``'s tiles cover an (m, n) output."""
+    return triton.cdiv(m, config[0]) * triton.cdiv(n, config[1])
+
+
+def _elements(m: int, n: int, config: tuple) -> int:
+    """How many output elements ``config``'s tiles compute for an (m, n) output (a tile past an edge counts whole)."""
+    return _tiles(m, n, config) * config[0] * config[1]
 
 
 def fit_modes(m: int, n: int, block_m: int, block_n: int, b_tma: bool) -> tuple[int, bool]:

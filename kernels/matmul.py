@@ -194,7 +194,7 @@ GLUON_MIN_TILES = 132  # at least one wave of its 128x256 tiles
 # and 128x192 ones (``WS_MID_CONFIG``) where those fill the rounds better.
 # Session 38 call 4 found the Triton kernel 2-3x slower than the Gluon kernel's tiles at M 65-127 too (80 / 96 / 112 /
 # 127 x 4096 x 4096: 43 us against 13-20, 0.22-0.35x cuBLAS; 96x14336x4096 1.26x), so from SMALL_M + 1 rows; since
-# session 40 on 64x64 tiles there (``WS_HALF_CONFIG``) wherever those fit one round.
+# session 40 on 64x64 tiles there (``WS_HALF_CONFIG``) wherever those fit one round (since session 41 at any M).
 GLUON_MIN_M = SMALL_M + 1
 # N from 128 (session 38 call 9: the Triton kernel 1.065-3.57x slower than the Gluon kernel's tiles as
 # ``default_config`` picks them; x cuBLAS before -> after: 4096x512x4096 0.66 -> 0.99, 2048x512x2048 0.34 -> 0.77,

@@ -88,17 +88,21 @@ def test_gluon_default_rule():
     (768, 14336, "wide"), (6144, 4096, "wide"),  # mid tiles fill no better, or not enough better
     (512, 4096, "narrow"), (128, 14336, "narrow"),  # slim tiles fill as much as the narrow ones, at a lower rate
     (1024, 1024, "slim"),  # 32 wide tiles (0.24 of a round), 64 narrow (0.48), 128 slim (0.97)
-    (256, 4096, "slim"), (512, 1024, "slim"), (192, 4096, "slim"),
-    (130, 4096, "slim"), (319, 2048, "slim"),  # last tile rows of 2 and 63 rows, fitted inside A (fit_modes)
+    (256, 4096, "slim"), (2048, 512, "slim"),  # 128 slim tiles, 128 of 64x128 computing as much: the slim ones
     (2048, 2048, "wide"),  # 128 wide tiles fill 0.97 of a round: the narrower ones' 0.97 loses at their rates
     # at most 128 rows, 64x64 tiles in one round: the half tiles; else 64x128 ones in one round
     (65, 4096, "half"), (128, 4096, "half"), (96, 3072, "half"), (100, 4224, "half"), (64, 8192, "half"),
     (96, 2048, "half"), (96, 1536, "half"), (100, 1024, "half"), (96, 512, "half"), (1, 128, "half"),
     (96, 4352, "half_wide"), (128, 8192, "half_wide"), (96, 8448, "half_wide"), (96, 8704, "narrow"),
-    (96, 14336, "narrow"), (129, 4096, "slim"),
+    (96, 14336, "narrow"),
+    # above 128 rows the same where 64x64 tiles fit one round (64 slim tiles at 512x1024), and 64x128 tiles where they
+    # fit one round and compute at most 3/4 of the 128-row tiles' elements (129-192 rows: 3 x 64 against 2 x 128)
+    (512, 1024, "half"), (512, 512, "half"), (300, 1024, "half"), (4096, 128, "half"), (2048, 256, "half"),
+    (129, 4096, "half_wide"), (130, 4096, "half_wide"), (192, 4096, "half_wide"), (160, 5632, "half_wide"),
+    (319, 2048, "slim"), (200, 4096, "slim"), (160, 5760, "narrow"),
     (256, 14336, "wide"), (4096, 4096, "wide"), (8192, 8192, "wide"), (4096, 14336, "wide"), (4000, 5000, "wide"),
     # N under 1024: a ragged tile column counts whole (256 columns: two 128-column tiles, not 192 and a third of 192)
-    (4096, 512, "narrow"), (8192, 256, "narrow"), (16384, 128, "narrow"), (2048, 512, "slim"), (512, 512, "slim"),
+    (4096, 512, "narrow"), (8192, 256, "narrow"), (16384, 128, "narrow"),
     (4096, 896, "wide"), (4096, 768, "mid"),
     # over several rounds the slim tiles' rate is lower (call 9): 640 slim tiles in 5 rounds against 220 mid in 2
     (1280, 4096, "mid"), (2304, 2048, "mid"), (2048, 2560, "mid"), (5120, 2560, "narrow")])
@@ -124,12 +128,12 @@ def test_gluon_default_config_weighs_the_tiles_rates(monkeypatch):
     assert mg.default_config(5120, 5120, 132) == mg.WS_NARROW_CONFIG
     monkeypatch.setattr(mg, "SLIM_EFFICIENCY", 1.0)  # 3200 slim tiles fill 0.98
     assert mg.default_config(5120, 5120, 132) == mg.WS_SLIM_CONFIG
-    monkeypatch.setattr(mg, "SLIM_EFFICIENCY", 0.0)
-    assert mg.default_config(1024, 1024, 132) == mg.WS_NARROW_CONFIG
-    monkeypatch.setattr(mg, "NARROW_EFFICIENCY", 0.0)  # 48 mid tiles (0.36 of a round) against 32 wide (0.24)
-    assert mg.default_config(1024, 1024, 132) == mg.WS_MID_CONFIG
+    monkeypatch.setattr(mg, "SLIM_EFFICIENCY", 0.0)  # 256 slim tiles (two rounds) against 128 narrow
+    assert mg.default_config(1024, 2048, 132) == mg.WS_NARROW_CONFIG
+    monkeypatch.setattr(mg, "NARROW_EFFICIENCY", 0.0)  # 88 mid tiles (0.67 of a round) against 64 wide (0.48)
+    assert mg.default_config(1024, 2048, 132) == mg.WS_MID_CONFIG
     monkeypatch.setattr(mg, "MID_EFFICIENCY", 0.0)
-    assert mg.default_config(1024, 1024, 132) == mg.WS_CONFIG
+    assert mg.default_config(1024, 2048, 132) == mg.WS_CONFIG
 
 
 def test_ws_config_rejected_where_it_cannot_run(device):
@@ -336,6 +340,8 @@ def test_matmul_gpu_ws_fitted_edges_bitwise(m, n, k, pitch, cfg, gen, monkeypatc
     (80, 1024, 8192, mg.WS_HALF_CONFIG, 4), (96, 2048, 4096, mg.WS_HALF_CONFIG, 2),
     (96, 1536, 4096, mg.WS_HALF_CONFIG, 2), (96, 4096, 4096, mg.WS_HALF_CONFIG, 1),
     (100, 1024, 2048, mg.WS_HALF_CONFIG, 1), (128, 4096, 1024, mg.WS_HALF_CONFIG, 1),
+    (512, 512, 8192, mg.WS_HALF_CONFIG, 2), (256, 512, 4096, mg.WS_HALF_CONFIG, 4),  # above 128 rows alike
+    (1024, 512, 4096, mg.WS_HALF_CONFIG, 1),
     (100, 1024, 4096, (64, 128, 64, 8, 8, 0), 1),  # 64-row tiles of 128 columns: not timed split
     (256, 1024, 8192, mg.WS_CONFIG, 1), (4096, 4096, 4096, mg.WS_CONFIG, 1)])
 def test_default_split(m, n, k, config, want, monkeypatch):

@@ -1,0 +1,314 @@
+#!/usr/bin/env bash
+# Session-41 device calls (issue 16), H200s only again: bash kernels/device_s41.sh CALL (OUT set by the tool).  Every
+# step is guarded by `timeout`.  Timing: the power-capped steady state (kernels/tune_ab.steady_in_turns: a graph of 20
+# calls replayed back to back for a set time, the variants in turns, medians).
+# call1: the 64-row tiles (one consumer warpgroup a CTA) above 128 rows, where they fit one round and the 128-row
+#        tiles leave SMs idle or fill them no better (session 39's open rows: 512x1024x4096 0.76x cuBLAS,
+#        512x512x8192 0.67, 130x4096x4096 0.80): `h64` WS_HALF_CONFIG with default_split's chunks, `h64s1` the same
+#        unsplit, `h64x128` WS_HALF_WIDE_CONFIG unsplit, against the shipped route and cuBLAS; outputs bitwise against
+#        the shipped route's where both are unsplit Gluon builds, errors against fp32 everywhere.
+# call2: the rule from call 1 (64x64 tiles wherever they fit one round, at any M; 64x128 tiles where they fit one round
+#        and compute fewer output elements than the 128-row tiles) against session 40's (the 64-row tiles only at M
+#        <= 128), at call 1's shapes and others the rule changes (N 128-512 at M 640-4096, 129-319 rows), two it keeps;
+#        then the GEMM GPU tests.
+# call3: where the 64x64 tiles' time goes (104x4096x4096: 11.6 us against cuBLAS's 9.6-10.1; the tile's wgmma work
+#        alone about 4.5 us at the SMs' peak): the kernel as shipped (unsplit, 8 stages) beside copies of it with the
+#        consumer's wgmma taken out (`nomma`: the ring streamed, nothing computed), the producer's copies taken out
+#        (`noload`: each slot's barrier arrived on at once, the wgmma over stale shared memory), both (`none`: the
+#        ring's barriers alone), and 4 / 12 stages; K 1024-8192 for the time a K step and the fixed cost.  Outputs of
+#        the variants are not the product (diagnostics only).
+# call4: call 3 found the consumer's compute alone (`noload`, 121 ns a K step) slower than cuBLAS's whole kernel (111
+#        ns a K step) and the ring's barriers alone 62 ns a step: `w2`, the consumer keeping two wgmma groups in flight
+#        (warpgroup_mma_wait(2), a slot released two steps later) so that a step's waits and arrivals overlap two
+#        groups rather than one; w2 with the copies taken out (`w2noload`); 64x64 tiles at 8 and 12 stages, 128x64
+#        tiles (two consumers) at 8; outputs bitwise against the shipped kernel's (the same K order).
+# call5: call 4's `noload` 128x64 tiles (two consumers, 2 x 64 K steps of 64x64 each) in 12.7 us against one
+#        consumer's 64 steps in 10.4: one warpgroup's wgmma chain is what holds the 64-row tiles back.  KPAIR
+#        (matmul_ws_kernel): a 64-row tile's K steps shared by two consumer warpgroups (even / odd), consumer 1's fp32
+#        sum added to consumer 0's through shared memory, against the same tiles on one consumer (HALF_KPAIR off), and
+#        64x128 tiles with KPAIR at 6 stages (`w6k`) or with plain stores at 8 (`w8e1k`) beside the shipped 8-stage
+#        64x128 tiles (`w8`, one consumer); errors against fp32, the output the same over two calls.
+set -o pipefail
+export PYTHONUNBUFFERED=1 PYTHONPATH=.
+source kernels/device_lib.sh
+CALL=${1:-call1}
+GPU_TAG=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -q H200 && echo h200 || echo h100)
+LOG=$OUT/kernels_${GPU_TAG}_s41_${CALL}
+{
+  date -u
+  nvidia-smi --query-gpu=name,uuid,driver_version,pci.bus_id,clocks.max.sm,power.limit --format=csv
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
+} 2>&1 | tee "${LOG}_env.txt"
+mkdir -p /tmp/s41
+
+cat > /tmp/s41/gemm_tiles.py <<'PY'
+import sys
+
+import torch
+
+from kernels import _matmul_gluon as mg
+from kernels import matmul as mm
+from kernels.matmul import matmul
+from kernels.tune_ab import gemm_operands, must_run, outputs_and_errors, ratios, steady_in_turns, timings_line
+
+ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
+SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
+VARIANTS = {  # name: (config, split: None for default_split's)
+    "h64": (mg.WS_HALF_CONFIG, None), "h64s1": (mg.WS_HALF_CONFIG, 1), "h64x128": (mg.WS_HALF_WIDE_CONFIG, 1),
+    "h64_12": ((64, 64, 64, 8, 12, 0), None), "slim": (mg.WS_SLIM_CONFIG, None)}
+WANT = sys.argv[4].split(",") if len(sys.argv) > 4 else ["h64", "h64s1", "h64x128"]
+sms = torch.cuda.get_device_properties(0).multi_processor_count
+
+
+def items(m, n, k, cfg, split):
+    split = mg.default_split(m, n, k, cfg, sms) if split is None else split
+    return f"{cfg[0]}x{cfg[1]}/{split}: {-(-m // cfg[0]) * -(-n // cfg[1]) * split}"
+
+
+for m, n, k in SHAPES:
+    a, b, c, ref = gemm_operands(m, n, k)
+    fns = {"cublas": lambda: torch.matmul(a, b, out=c), "shipped": lambda: matmul(a, b, out=c)}
+    for nm in WANT:
+        cfg, sp = VARIANTS[nm]
+        fns[nm] = lambda cfg=cfg, sp=sp: must_run(mg.matmul_ws(a, b, c, cfg, split=sp), f"{cfg} split={sp}",
+                                                  mg.status)
+    outs, errs = outputs_and_errors(fns, c, ref)
+    times = steady_in_turns(fns, ROUNDS, SECONDS)
+    gluon = mm.gluon_default(m, n, aligned=True)
+    cfg = mg.default_config(m, n, sms)
+    ship_split = mg.default_split(m, n, k, cfg, sms) if gluon else 0
+    route = f"gluon {items(m, n, k, cfg, None)}" if gluon else "triton"
+    same = {nm: torch.equal(outs[nm], outs["shipped"]) for nm in WANT
+            if ship_split == 1 and (VARIANTS[nm][1] or mg.default_split(m, n, k, VARIANTS[nm][0], sms)) == 1}
+    print(f"{m}x{n}x{k} (shipped: {route}; items " + ", ".join(f"{nm} {items(m, n, k, *VARIANTS[nm])}" for nm in WANT)
+          + f"), {ROUNDS} rounds of {SECONDS} s, us a call median (min-max) [max err / max |ref|]: "
+          f"{timings_line(times, errs)}; x cublas: {ratios(times, 'cublas')}; x shipped: "
+          f"{ratios(times, 'shipped', ['cublas'])}; bitwise shipped's: "
+          + (", ".join(f"{nm} {s}" for nm, s in same.items()) or "-"), flush=True)
+PY
+
+cat > /tmp/s41/gemm_route.py <<'PY'
+import statistics
+import sys
+
+import torch
+
+from kernels import _matmul_gluon as mg
+from kernels import matmul as mm
+from kernels.matmul import matmul
+from kernels.tune_ab import gemm_operands, outputs_and_errors, patched, ratios, steady_in_turns, timings_line
+
+ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
+SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
+sms = torch.cuda.get_device_properties(0).multi_processor_count
+default_config = mg.default_config
+
+
+def s40_config(m, n, sms, b_tma=True):  # session 40's rule: the 64-row tiles only at M <= HALF_MAX_M
+    return default_config(m, n, sms, b_tma) if b_tma and m <= mg.HALF_MAX_M else _rated(m, n, sms, b_tma)
+
+
+def _rated(m, n, sms, b_tma):
+    def score(config, rate):
+        cols = -(-n // config[1])
+        tiles = -(-m // config[0]) * cols
+        return tiles / (-(-tiles // sms) * sms) * n / (cols * config[1]) * rate
+
+    rated = [(mg.WS_CONFIG, 1.0)] + ([(mg.WS_MID_CONFIG, mg.MID_EFFICIENCY)] if b_tma else [])
+    rated += [(mg.WS_NARROW_CONFIG, mg.NARROW_EFFICIENCY), (mg.WS_SLIM_CONFIG, mg.SLIM_EFFICIENCY)]
+    return max(rated, key=lambda cr: score(*cr))[0]
+
+
+for m, n, k in SHAPES:
+    a, b, c, ref = gemm_operands(m, n, k)
+    new = lambda: matmul(a, b, out=c)  # noqa: E731
+    fns = {"cublas": lambda: torch.matmul(a, b, out=c), "new": new,
+           "before": patched(new, mg, "default_config", s40_config)}
+    outs, errs = outputs_and_errors(fns, c, ref)
+    times = steady_in_turns(fns, ROUNDS, SECONDS)
+    cfg, old = default_config(m, n, sms), s40_config(m, n, sms)
+    sp, old_sp = mg.default_split(m, n, k, cfg, sms), mg.default_split(m, n, k, old, sms)
+    route = f"new: {cfg[0]}x{cfg[1]} split {sp}, before: {old[0]}x{old[1]} split {old_sp}"
+    print(f"{m}x{n}x{k} ({route if mm.gluon_default(m, n, aligned=True) else 'triton'}), {ROUNDS} rounds of {SECONDS} "
+          f"s, us a call median (min-max) [max err / max |ref|]: {timings_line(times, errs)}; x cublas: "
+          f"{ratios(times, 'cublas')}; new x before {statistics.median(times['before']) / statistics.median(times['new']):.3f} "
+          f"(faster in {sum(x < y for x, y in zip(times['new'], times['before']))}/{ROUNDS})"
+          + (f"; bitwise before's: {torch.equal(outs['new'], outs['before'])}" if sp == old_sp == 1 else ""),
+          flush=True)
+PY
+
+cat > /tmp/s41/gemm_diag.py <<'PY'
+import re
+import sys
+
+import torch
+
+from kernels import _matmul_gluon as mg
+from kernels.tune_ab import gemm_operands, module_copy, must_run, patched, ratios, steady_in_turns
+
+ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
+SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
+NOMMA = [(re.escape("acc = warpgroup_mma(a, b_s.index(s), acc, is_async=True)"), "pass"),
+         (re.escape("acc = warpgroup_mma_wait(1, deps=(acc,))"), "pass"),
+         (re.escape("acc = warpgroup_mma_wait(0, deps=(acc,))"), "pass")]
+NOLOAD = [(re.escape("mbarrier.expect(a_ready.index(s), A_BYTES + B_TMA_BYTES)"),
+           "mbarrier.arrive(a_ready.index(s), count=1)"),
+          (re.escape("tma.async_copy_global_to_shared(a_desc, [off_m, kt * BLOCK_K], a_ready.index(s), a_s.index(s))"),
+           "pass"),
+          (re.escape("tma.async_copy_global_to_shared(b_desc, [kt * BLOCK_K, off_n], a_ready.index(s), b_s.index(s))"),
+           "pass")]
+KERNELS = {"nomma": module_copy("_mm_nomma", "kernels/_matmul_ws.py", NOMMA).matmul_ws_kernel,
+           "noload": module_copy("_mm_noload", "kernels/_matmul_ws.py", NOLOAD).matmul_ws_kernel,
+           "none": module_copy("_mm_none", "kernels/_matmul_ws.py", NOMMA + NOLOAD).matmul_ws_kernel}
+
+for m, n, k in SHAPES:
+    a, b, c, ref = gemm_operands(m, n, k)
+
+    def run(cfg, kernel=None):
+        go = lambda: must_run(mg.matmul_ws(a, b, c, cfg, split=1), str(cfg), mg.status)  # noqa: E731
+        return patched(go, mg, "matmul_ws_kernel", kernel) if kernel is not None else go
+
+    fns = {"cublas": lambda: torch.matmul(a, b, out=c), "ship": run(mg.WS_HALF_CONFIG),
+           "st4": run((64, 64, 64, 8, 4, 0)), "st12": run((64, 64, 64, 8, 12, 0))}
+    fns |= {nm: run(mg.WS_HALF_CONFIG, kern) for nm, kern in KERNELS.items()}
+    fns["ship"]()
+    torch.cuda.synchronize()
+    err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
+    times = steady_in_turns(fns, ROUNDS, SECONDS)
+    tiles = -(-m // 64) * -(-n // 64)
+    print(f"{m}x{n}x{k} ({tiles} 64x64 tiles, {-(-k // 64)} K steps; ship's error {err:.1e}), {ROUNDS} rounds of "
+          f"{SECONDS} s, us a call median (min-max): "
+          + ", ".join(f"{nm} {sorted(v)[len(v) // 2]:.2f} ({min(v):.2f}-{max(v):.2f})" for nm, v in times.items())
+          + f"; x ship: {ratios(times, 'ship')}", flush=True)
+PY
+
+cat > /tmp/s41/gemm_w2.py <<'PY'
+import re
+import sys
+
+import torch
+
+from kernels import _matmul_gluon as mg
+from kernels.tune_ab import gemm_operands, module_copy, must_run, patched, ratios, steady_in_turns
+
+ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
+SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
+CFG = {"h": mg.WS_HALF_CONFIG, "h12": (64, 64, 64, 8, 12, 0), "slim": mg.WS_SLIM_CONFIG}[sys.argv[4]]
+W2 = [(re.escape("""            else:
+                acc = warpgroup_mma_wait(1, deps=(acc,))
+            if kt > kt0:
+                mbarrier.arrive(empty.index((j - 1) % STAGES), count=1)"""),
+       """            else:
+                acc = warpgroup_mma_wait(2, deps=(acc,))
+            if kt > kt0 + 1:
+                mbarrier.arrive(empty.index((j - 2) % STAGES), count=1)"""),
+      (re.escape("""        mbarrier.arrive(empty.index((j - 1) % STAGES), count=1)
+        if SPLIT > 1:"""),
+       """        if kt1 - kt0 > 1:
+            mbarrier.arrive(empty.index((j - 2) % STAGES), count=1)
+        mbarrier.arrive(empty.index((j - 1) % STAGES), count=1)
+        if SPLIT > 1:""")]
+NOLOAD = [(re.escape("mbarrier.expect(a_ready.index(s), A_BYTES + B_TMA_BYTES)"),
+           "mbarrier.arrive(a_ready.index(s), count=1)"),
+          (re.escape("tma.async_copy_global_to_shared(a_desc, [off_m, kt * BLOCK_K], a_ready.index(s), a_s.index(s))"),
+           "pass"),
+          (re.escape("tma.async_copy_global_to_shared(b_desc, [kt * BLOCK_K, off_n], a_ready.index(s), b_s.index(s))"),
+           "pass")]
+KERNELS = {"w2": module_copy("_mm_w2", "kernels/_matmul_ws.py", W2).matmul_ws_kernel,
+           "noload": module_copy("_mm_noload", "kernels/_matmul_ws.py", NOLOAD).matmul_ws_kernel,
+           "w2noload": module_copy("_mm_w2noload", "kernels/_matmul_ws.py", W2 + NOLOAD).matmul_ws_kernel}
+
+for m, n, k in SHAPES:
+    a, b, c, ref = gemm_operands(m, n, k)
+
+    def run(kernel=None):
+        go = lambda: must_run(mg.matmul_ws(a, b, c, CFG, split=1), str(CFG), mg.status)  # noqa: E731
+        return patched(go, mg, "matmul_ws_kernel", kernel) if kernel is not None else go
+
+    fns = {"cublas": lambda: torch.matmul(a, b, out=c), "ship": run()}
+    fns |= {nm: run(kern) for nm, kern in KERNELS.items()}
+    outs = {}
+    for nm in ("ship", "w2"):
+        c.fill_(float("nan"))
+        fns[nm]()
+        torch.cuda.synchronize()
+        outs[nm] = c.clone()
+    err = ((outs["w2"].float() - ref).abs().max() / ref.abs().max()).item()
+    times = steady_in_turns(fns, ROUNDS, SECONDS)
+    print(f"{m}x{n}x{k} ({CFG[0]}x{CFG[1]}, {CFG[4]} stages, unsplit; {-(-k // 64)} K steps; w2's error {err:.1e}, "
+          f"bitwise ship's: {torch.equal(outs['w2'], outs['ship'])}), {ROUNDS} rounds of {SECONDS} s, us a call "
+          "median (min-max): "
+          + ", ".join(f"{nm} {sorted(v)[len(v) // 2]:.2f} ({min(v):.2f}-{max(v):.2f})" for nm, v in times.items())
+          + f"; x ship: {ratios(times, 'ship')}", flush=True)
+PY
+
+cat > /tmp/s41/gemm_kpair.py <<'PY'
+import statistics
+import sys
+
+import torch
+
+from kernels import _matmul_gluon as mg
+from kernels.matmul import matmul
+from kernels.tune_ab import gemm_operands, must_run, outputs_and_errors, patched, ratios, steady_in_turns, timings_line
+
+ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
+SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
+CFGS = {"w8": (64, 128, 64, 8, 8, 0), "w6k": (64, 128, 64, 8, 6, 0), "w8e1k": (64, 128, 64, 8, 8, 1),
+        "h12k": (64, 64, 64, 8, 12, 0)}
+WANT = [x for x in sys.argv[4].split(",") if x] if len(sys.argv) > 4 else []
+sms = torch.cuda.get_device_properties(0).multi_processor_count
+
+for m, n, k in SHAPES:
+    a, b, c, ref = gemm_operands(m, n, k)
+    new = lambda: matmul(a, b, out=c)  # noqa: E731
+    fns = {"cublas": lambda: torch.matmul(a, b, out=c), "new": new, "before": patched(new, mg, "HALF_KPAIR", False)}
+    for nm in WANT:
+        fns[nm] = lambda nm=nm: must_run(mg.matmul_ws(a, b, c, CFGS[nm], split=1), nm, mg.status)
+    outs, errs = outputs_and_errors(fns, c, ref)
+    outs2, _ = outputs_and_errors({"new": new}, c, ref)
+    times = steady_in_turns(fns, ROUNDS, SECONDS)
+    cfg = mg.default_config(m, n, sms)
+    print(f"{m}x{n}x{k} ({cfg[0]}x{cfg[1]} split {mg.default_split(m, n, k, cfg, sms)}, kpair {mg.kpair_fits(cfg)}), "
+          f"{ROUNDS} rounds of {SECONDS} s, us a call median (min-max) [max err / max |ref|]: "
+          f"{timings_line(times, errs)}; x cublas: {ratios(times, 'cublas')}; x before: "
+          f"{ratios(times, 'before', ['cublas'])} (new faster in "
+          f"{sum(x < y for x, y in zip(times['new'], times['before']))}/{ROUNDS}); new the same over two calls: "
+          f"{torch.equal(outs['new'], outs2['new'])}, bitwise before's: {torch.equal(outs['new'], outs['before'])}",
+          flush=True)
+PY
+
+case "$CALL" in
+  call1)
+    timeout 420 python3 /tmp/s41/gemm_tiles.py 5 0.2 \
+      512x1024x4096,512x512x8192,256x1024x8192,256x512x4096,384x1024x4096,256x2048x4096,200x2048x1024,1024x512x1024,130x4096x4096,150x4096x4096,192x4096x1024,130x4096x1024,256x4096x4096,512x2048x4096,1024x1024x1024,1024x1024x4096 \
+      2>&1 | tee "${LOG}_gemm_tiles.log"
+    ;;
+  call2)
+    timeout 300 python3 /tmp/s41/gemm_route.py 5 0.2 \
+      512x1024x4096,512x512x8192,256x1024x8192,256x512x4096,384x1024x4096,256x2048x4096,200x2048x1024,1024x512x1024,1024x512x4096,640x512x4096,300x1024x4096,4096x128x4096,2048x256x4096,4096x128x1024,130x4096x4096,129x4096x4096,150x4096x4096,160x4096x2048,192x4096x1024,319x2048x2048,256x4096x4096,1024x1024x1024 \
+      2>&1 | tee "${LOG}_gemm_route.log"
+    timeout 280 python3 -m pytest tests/kernels/test_matmul.py tests/kernels/test_matmul_ws.py -m gpu -q \
+      -p no:cacheprovider -n 8 2>&1 | tail -15 | tee "${LOG}_gpu_tests_matmul.log"
+    ;;
+  call3)
+    timeout 300 python3 /tmp/s41/gemm_diag.py 5 0.2 \
+      104x4096x1024,104x4096x2048,104x4096x4096,104x4096x8192,512x1024x4096,80x4096x4096 2>&1 | tee "${LOG}_gemm_diag.log"
+    ;;
+  call4)
+    timeout 200 python3 /tmp/s41/gemm_w2.py 5 0.2 \
+      104x4096x1024,104x4096x4096,104x4096x8192,512x1024x4096,80x4096x4096,65x1024x4096,4096x128x4096 h \
+      2>&1 | tee "${LOG}_gemm_w2.log"
+    timeout 100 python3 /tmp/s41/gemm_w2.py 5 0.2 104x4096x4096,104x4096x8192 h12 2>&1 | tee -a "${LOG}_gemm_w2.log"
+    timeout 100 python3 /tmp/s41/gemm_w2.py 5 0.2 256x4096x4096,1024x1024x4096,128x14336x4096 slim 2>&1 \
+      | tee -a "${LOG}_gemm_w2.log"
+    ;;
+  call5)
+    timeout 300 python3 /tmp/s41/gemm_kpair.py 5 0.2 \
+      104x4096x4096,65x4096x4096,80x4096x4096,127x4096x4096,104x4096x1024,104x4096x8192,512x1024x4096,4096x128x4096,96x512x4096,512x512x8192,200x2048x1024,65x1024x4096 \
+      h12k 2>&1 | tee "${LOG}_gemm_kpair.log"
+    timeout 200 python3 /tmp/s41/gemm_kpair.py 5 0.2 96x8192x4096,96x5120x4096,130x4096x4096,128x8192x8192,65x8192x4096 \
+      w8,w6k,w8e1k 2>&1 | tee -a "${LOG}_gemm_kpair.log"
+    ;;
+  *) echo "unknown call $CALL"; exit 2 ;;
+esac
