@@ -60,8 +60,8 @@ SLIM_EFFICIENCY = 0.72
 WS_MID_CONFIG: tuple = (128, 192, 64, 8, 4, 0)
 MID_EFFICIENCY = 0.94
 # 64x64 tiles on an 8-stage ring (148 KB), one consumer warpgroup a CTA: cuBLAS's tiles at 65-128 rows, taken where
-# B is read by TMA and their tiles fit one round (default_config); K split
-# where they fill at most half the SMs and K has at least HALF_SPLIT_MIN_K_STEPS steps (default_split).  H200, steady
+# B is read by TMA and their tiles fit one round (default_config); K split where they fill at most half the SMs and
+# K has at least HALF_SPLIT_MIN_K_STEPS steps (default_split).  H200, steady
 # state, x the 128x64 tiles (two consumers, half the CTAs; in 4 chunks of K where those fill at most a quarter of the
 # SMs): session 40 call 1 (12 stages, unsplit) 65-128 x 4096 x 4096 1.08-1.25 (12.0 us at every M there; x cuBLAS
 # 0.82-1.24), 128x4096x1024 1.08; 96x14336x4096 (3.4 rounds) 0.78, 192 / 256 x 4096 x 4096 (1.5 / 1.9 rounds) 0.71; in

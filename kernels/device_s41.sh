@@ -24,10 +24,25 @@
 #        tiles (two consumers) at 8; outputs bitwise against the shipped kernel's (the same K order).
 # call5: call 4's `noload` 128x64 tiles (two consumers, 2 x 64 K steps of 64x64 each) in 12.7 us against one
 #        consumer's 64 steps in 10.4: one warpgroup's wgmma chain is what holds the 64-row tiles back.  KPAIR
-#        (matmul_ws_kernel): a 64-row tile's K steps shared by two consumer warpgroups (even / odd), consumer 1's fp32
-#        sum added to consumer 0's through shared memory, against the same tiles on one consumer (HALF_KPAIR off), and
+#        (matmul_ws_kernel; the diff is docs/measurements/kernels_s41_kpair.patch): a 64-row tile's K steps shared by
+#        two consumer warpgroups (even / odd), consumer 1's fp32 sum added to consumer 0's through shared memory,
+#        against the same tiles on one consumer (HALF_KPAIR off), and
 #        64x128 tiles with KPAIR at 6 stages (`w6k`) or with plain stores at 8 (`w8e1k`) beside the shipped 8-stage
 #        64x128 tiles (`w8`, one consumer); errors against fp32, the output the same over two calls.
+# call6: call 5's KPAIR (docs/measurements/kernels_s41_kpair.patch) cost 0.6 us at K = 1024 and held each consumer's
+#        two slots: its fp32 sum now through a 128-byte-swizzled buffer (NVMMASharedLayout, for the bank conflicts of
+#        the unswizzled one), at 8 and 12 stages (`kp8`, `kp12`), and with each slot released as soon as its own wgmma
+#        is done (`w0`: warpgroup_mma_wait(0), the other consumer's group in flight meanwhile); against the shipped
+#        one-consumer tiles.  Needs kernels/_s41kp_ws.py and kernels/_s41kp_gluon.py (not committed): copies of
+#        _matmul_ws.py and _matmul_gluon.py with docs/measurements/kernels_s41_kpair.patch and
+#        kernels_s41_kpair_swizzled.patch applied, the copy of _matmul_gluon.py importing kernels._s41kp_ws.
+# call7: 64x96 tiles (64 + 32 columns through matmul_ws_kernel's BLOCK_N2, 8 stages, 188 KB; `h96`, `h96_6` at 6
+#        stages) where the 64x128 tiles leave SMs idle and the 64x64 ones take more than a round (96 x 5120-6144 x 4096:
+#        0.78-0.87x cuBLAS), and beside the 64x64 / 128-row tiles elsewhere, with call 1's harness; bitwise against the
+#        shipped route where both are unsplit.  Needs docs/measurements/kernels_s41_tiles96.patch (the host's checks
+#        and WS_SPLIT_BLOCK_N {96: (64, 32)}; the kernel unchanged).
+# call8: the GEMM GPU tests on the session's routing as committed (call 2 ran them with its first form, which also took
+#        64x128 tiles at 319x2048).
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 source kernels/device_lib.sh
@@ -55,7 +70,8 @@ ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
 VARIANTS = {  # name: (config, split: None for default_split's)
     "h64": (mg.WS_HALF_CONFIG, None), "h64s1": (mg.WS_HALF_CONFIG, 1), "h64x128": (mg.WS_HALF_WIDE_CONFIG, 1),
-    "h64_12": ((64, 64, 64, 8, 12, 0), None), "slim": (mg.WS_SLIM_CONFIG, None)}
+    "h64_12": ((64, 64, 64, 8, 12, 0), None), "slim": (mg.WS_SLIM_CONFIG, None), "h96": ((64, 96, 64, 8, 8, 0), 1),
+    "h96_6": ((64, 96, 64, 8, 6, 0), 1)}
 WANT = sys.argv[4].split(",") if len(sys.argv) > 4 else ["h64", "h64s1", "h64x128"]
 sms = torch.cuda.get_device_properties(0).multi_processor_count
 
@@ -278,6 +294,48 @@ for m, n, k in SHAPES:
           flush=True)
 PY
 
+cat > /tmp/s41/gemm_kp2.py <<'PY'
+import re
+import sys
+
+import torch
+
+from kernels import _matmul_gluon as mg
+from kernels import _s41kp_gluon as kg
+from kernels.tune_ab import gemm_operands, module_copy, must_run, outputs_and_errors, patched, ratios, steady_in_turns
+
+ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
+SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
+W0 = [(re.escape("""                acc = warpgroup_mma_wait(1, deps=(acc,))
+                if kt > kt0 + which:  # each slot released by the consumer that read it (``empty`` counts one)
+                    mbarrier.arrive(empty.index((jj - 2) % STAGES), count=1)"""),
+       """                acc = warpgroup_mma_wait(0, deps=(acc,))
+                mbarrier.arrive(empty.index(s), count=1)"""),
+      (re.escape("""            if kt1 > kt0 + which:
+                mbarrier.arrive(empty.index((j + kt1 - 1 - (kt1 - 1 - kt0 - which) % 2 - kt0) % STAGES), count=1)"""),
+       "")]
+W0K = module_copy("_s41kp_w0", "kernels/_s41kp_ws.py", W0).matmul_ws_kernel
+H8, H12 = (64, 64, 64, 8, 8, 0), (64, 64, 64, 8, 12, 0)
+
+for m, n, k in SHAPES:
+    a, b, c, ref = gemm_operands(m, n, k)
+
+    def run(mod, cfg, kernel=None):
+        go = lambda: must_run(mod.matmul_ws(a, b, c, cfg), str(cfg), mod.status)  # noqa: E731
+        return patched(go, mod, "matmul_ws_kernel", kernel) if kernel is not None else go
+
+    fns = {"cublas": lambda: torch.matmul(a, b, out=c), "ship": run(mg, H8), "kp8": run(kg, H8),
+           "kp8w0": run(kg, H8, W0K), "kp12": run(kg, H12), "kp12w0": run(kg, H12, W0K)}
+    outs, errs = outputs_and_errors(fns, c, ref)
+    times = steady_in_turns(fns, ROUNDS, SECONDS)
+    same = all(torch.equal(outs[x], outs["kp8"]) for x in ("kp8w0", "kp12", "kp12w0"))
+    print(f"{m}x{n}x{k} (split {mg.default_split(m, n, k, H8, 132)}), {ROUNDS} rounds of {SECONDS} s, us a call median "
+          "(min-max) [max err / max |ref|]: "
+          + ", ".join(f"{nm} {sorted(v)[len(v) // 2]:.2f} ({min(v):.2f}-{max(v):.2f}) [{errs[nm]:.1e}]"
+                      for nm, v in times.items())
+          + f"; x ship: {ratios(times, 'ship')}; the kpair outputs bitwise alike: {same}", flush=True)
+PY
+
 case "$CALL" in
   call1)
     timeout 420 python3 /tmp/s41/gemm_tiles.py 5 0.2 \
@@ -309,6 +367,20 @@ case "$CALL" in
       h12k 2>&1 | tee "${LOG}_gemm_kpair.log"
     timeout 200 python3 /tmp/s41/gemm_kpair.py 5 0.2 96x8192x4096,96x5120x4096,130x4096x4096,128x8192x8192,65x8192x4096 \
       w8,w6k,w8e1k 2>&1 | tee -a "${LOG}_gemm_kpair.log"
+    ;;
+  call6)
+    timeout 300 python3 /tmp/s41/gemm_kp2.py 5 0.2 \
+      104x4096x4096,127x4096x4096,104x4096x1024,104x4096x8192,512x1024x4096,4096x128x4096,96x512x4096,512x512x8192,65x1024x4096 \
+      2>&1 | tee "${LOG}_gemm_kp2.log"
+    ;;
+  call7)
+    timeout 300 python3 /tmp/s41/gemm_tiles.py 5 0.2 \
+      96x5120x4096,96x6144x4096,65x5120x4096,128x6144x4096,96x4352x4096,96x6144x8192,192x4096x4096,160x4096x2048,130x4096x4096,96x4096x4096,256x3072x4096,320x2048x4096,1024x768x4096 \
+      h96,h96_6,h64x128 2>&1 | tee "${LOG}_gemm_tiles.log"
+    ;;
+  call8)
+    timeout 300 python3 -m pytest tests/kernels/test_matmul.py tests/kernels/test_matmul_ws.py -m gpu -q \
+      -p no:cacheprovider -n 8 2>&1 | tail -15 | tee "${LOG}_gpu_tests_matmul.log"
     ;;
   *) echo "unknown call $CALL"; exit 2 ;;
 esac

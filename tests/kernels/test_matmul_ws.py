@@ -221,7 +221,10 @@ def test_matmul_gpu_default_routes(gluon, m, n, k, dtype, gen):
     (256, 4096, 4096, torch.float16), (200, 2048, 1032, torch.bfloat16), (1024, 2048, 2048, torch.bfloat16),
     (96, 4096, 4096, torch.bfloat16), (65, 1024, 520, torch.float16), (130, 4096, 1024, torch.bfloat16),
     (768, 4096, 1024, torch.bfloat16), (1000, 3072, 1000, torch.float16), (4096, 512, 1024, torch.bfloat16),
-    (2000, 256, 520, torch.bfloat16)])
+    (2000, 256, 520, torch.bfloat16),
+    # above 128 rows on 64-row tiles: 64x64 (K split in 2 at 512x512x8192), 64x128 at 129-192 rows
+    (512, 512, 8192, torch.bfloat16), (4096, 128, 1024, torch.float16), (160, 4096, 2048, torch.bfloat16),
+    (319, 1024, 776, torch.bfloat16)])
 def test_matmul_gpu_small_aligned_take_the_gluon_kernel(m, n, k, dtype, gen):
     """Under a wave of wide tiles a B that TMA reads goes to the Gluon kernel on default_config's tiles (ragged edges
     clipped by the copy engine): the default's output is that kernel's, bitwise, and right."""
