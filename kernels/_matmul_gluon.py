@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 import triton
 
-from kernels import _ptx_cluster
+from kernels import _ptx_barriers, _ptx_cluster
 from kernels._checks import (
     GLUON_BUILD_ERRORS,
     arrival_counters,
@@ -125,11 +125,21 @@ WS_HALF_BLOCK_N = (64, 128)
 WS_SPLIT_BLOCK_N = {192: (128, 64)}
 _broken: list[str] = []  # the default config's build error, once it failed to build here
 _broken_cluster: list[str] = []  # the clustered build's error, once it failed (the PTX rewrite or the build)
+_broken_light: list[str] = []  # a LIGHT_PTX build's error, once one failed (the plain builds take over)
+# Tiles built without the consumer's warpgroup barriers before its slot releases (kernels/_ptx_barriers.py, session
+# 31's rewrite for the attention kernels; matmul_ws_kernel's LIGHT_PTX), unclustered.  H200, session 41 call 10,
+# steady state, x the plain build, 64x64 tiles: 104 / 127 x 4096 x 4096 1.013 / 1.025, 104x4096x1024 1.017,
+# 512x1024x4096 1.030, 4096x128x4096 1.027, level at K = 8192 (1.005) and split in 4 (0.997); bitwise the same; call 11
+# (as shipped, the route x LIGHT_TILES ()): 104x4096x4096 1.028, 512x1024x4096 1.007, 4096x128x4096 1.004.  Not
+# taken: 64x128 (1.005), 128x64 (1.017 / 0.989), 128x256 (0.993; session 31: level), whose K steps are longer.
+LIGHT_TILES = ((64, 64),)
+LIGHT_ERROR: str | None = "the Gluon GEMM is not importable"
 if matmul_ws_kernel is not None:
     try:  # CLUSTER=2 builds through the PTX rewrite, launched in clusters
         _ptx_cluster.clustered(matmul_ws_kernel, "CLUSTER", desc_param=B_DESC_PARAM)
     except Exception as exc:  # another Triton's JIT: the clustered route stays off
         _broken_cluster.append(f"{type(exc).__name__}: {exc}")
+    LIGHT_ERROR = _ptx_barriers.light_error(matmul_ws_kernel, "LIGHT_PTX")
 
 
 def check_ws_config(config: tuple) -> tuple:
@@ -256,6 +266,8 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
     else:
         work = locks = c
     rows = consumer_rows(bm)
+    light = (not cluster and (bm, bn) in LIGHT_TILES and not _broken_light
+             and _ptx_barriers.buildable(LIGHT_ERROR))
     a_desc = _desc(a, [bm // 2 if fit_m == 2 else bm, bk])  # FIT_M 2: two half boxes a step
     b_desc = _desc(b, [bk, bn1 // 2] if cluster else [bk, bn1])  # with clusters each CTA copies half of B's tile
     c_desc = _desc(c, [rows, bn1])
@@ -269,8 +281,12 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
                                b2_desc, c2_desc, work, locks, kt_per, BLOCK_N=bn1, GROUP_M=group, STAGES=stages,
                                B_TMA=bool(b_tma), EPI=epi, CONSUMER_REGS=CONSUMER_REGS, CLUSTER=2 if cluster else 1,
                                CLUSTER_PTX=_ptx_cluster.VERSION if cluster else 0, BLOCK_N2=bn2, FIT_M=fit_m,
-                               FIT_N=fit_n, SPLIT=split, num_warps=4, maxnreg=MAXNREG)
+                               FIT_N=fit_n, SPLIT=split, LIGHT_PTX=_ptx_barriers.VERSION if light else 0,
+                               num_warps=4, maxnreg=MAXNREG)
     except GLUON_BUILD_ERRORS as exc:  # compile, ptxas or resource errors (the PTX rewrite's): not a launch failure
+        if light and "CUDA error" not in str(exc):  # the plain build from now on, said once
+            gluon_build_failed(exc, _broken_light, "Gluon GEMM without its warpgroup barriers", "its plain build")
+            return matmul_ws(a, b, c, config, b_tma, cluster, split)
         if cluster:  # the unclustered routes take over, said once
             gluon_build_failed(exc, _broken_cluster, "Gluon GEMM in clusters of two CTAs", "the repack route")
         elif config is None:  # the default config: the Triton kernels take every GEMM from now on, said once

@@ -291,7 +291,7 @@ def matmul_ws_kernel(a_desc, b_desc, c_desc, B, C, M, N, K, N8, SB8, scm, b2_des
                      BLOCK_N: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr,
                      EPI: gl.constexpr, CONSUMER_REGS: gl.constexpr, CLUSTER: gl.constexpr = 1,
                      CLUSTER_PTX: gl.constexpr = 0, BLOCK_N2: gl.constexpr = 0, FIT_M: gl.constexpr = 0,
-                     FIT_N: gl.constexpr = False, SPLIT: gl.constexpr = 1):
+                     FIT_N: gl.constexpr = False, SPLIT: gl.constexpr = 1, LIGHT_PTX: gl.constexpr = 0):
     """a_desc: host descriptor over A (M, K) with [BLOCK_M, BLOCK_K] boxes; c_desc over C (M, N) with
     [BLOCK_M / 2, BLOCK_N] boxes (two consumer warpgroups) or, for BLOCK_M 64, [64, BLOCK_N] (one; FIT_M 0 or
     1); b_desc over B (K, N) with [BLOCK_K, BLOCK_N] boxes (read only with ``B_TMA``;
@@ -307,7 +307,9 @@ def matmul_ws_kernel(a_desc, b_desc, c_desc, B, C, M, N, K, N8, SB8, scm, b2_des
     end at column N (``_origin``).  ``SPLIT`` > 1 (``EPI`` 1, ``CLUSTER`` 1, ``BLOCK_N2`` 0): each tile's K steps in
     SPLIT chunks of ``KT_PER`` (the last one shorter, none empty), each a work item, their fp32 partials through ``W``
     (SPLIT x M x N) and summed by the warpgroup that completes a tile's rows (counted in ``LOCKS``, two int32 a tile,
-    zero between calls)."""
+    zero between calls).  ``LIGHT_PTX`` (``CLUSTER`` 1): the version of ``kernels/_ptx_barriers.py``, whose rewrite
+    then builds this kernel without the consumers' warpgroup barriers before their slot releases (read nowhere in the
+    kernel: the host's ``_matmul_gluon.LIGHT_TILES``)."""
     gl.static_assert(CLUSTER == 1 or (B_TMA and EPI == 0), "CLUSTER 2 reads B by TMA and stores by TMA")
     gl.static_assert(BLOCK_N2 == 0 or (B_TMA and EPI == 0 and CLUSTER == 1), "BLOCK_N2: B by TMA, TMA stores")
     gl.static_assert(SPLIT == 1 or (EPI == 1 and CLUSTER == 1 and BLOCK_N2 == 0), "SPLIT: plain stores, unclustered")

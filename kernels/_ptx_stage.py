@@ -102,7 +102,10 @@ def compile_through(jit_fn: Any, arg: str, when: Callable[[object], bool], rewri
     """Make ``jit_fn`` compile the specialisations whose constexpr ``arg`` satisfies ``when`` through ``rewrite``, then
     hand the compiled kernel to ``finish`` (which may check or adjust it, or raise).  Raises PtxRewriteError on a
     Triton other than 3.6 or where its JIT compile step is not the one it knows (nothing changed then), and at compile
-    time under Triton's asynchronous compile mode (another thread would compile, outside the rewrite)."""
+    time under Triton's asynchronous compile mode (another thread would compile, outside the rewrite).  Called again
+    on the same ``jit_fn`` (another ``arg``) it chains: the other specialisations go through the earlier rewrite's
+    step.  A specialisation both claim would get the earlier one's rewrite only (the innermost context): the hosts
+    ask for one at a time."""
     import triton
 
     if not triton.__version__.startswith(SUPPORTED_TRITON):
@@ -113,15 +116,19 @@ def compile_through(jit_fn: Any, arg: str, when: Callable[[object], bool], rewri
         raise PtxRewriteError(f"unknown JIT compile step {type(jit_fn).__name__}._do_compile"
                               f"{tuple(signature.parameters) if signature else ''}")
     index = jit_fn.arg_names.index(arg)
+    earlier = jit_fn.__dict__.get("_do_compile")  # an earlier compile_through's step on this function, bound
+
+    def step(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return earlier(*args, **kwargs) if earlier is not None else plain(self, *args, **kwargs)
 
     def _do_compile(self: Any, *args: Any, **kwargs: Any) -> Any:
         constexprs = signature.bind(self, *args, **kwargs).arguments["constexprs"]
         if not when(constexprs.get((index,))):
-            return plain(self, *args, **kwargs)
+            return step(self, *args, **kwargs)
         if async_compiling():
             raise PtxRewriteError(f"{arg} builds do not compile in Triton's asynchronous compile mode")
         with rewriting(rewrite):
-            kernel = plain(self, *args, **kwargs)
+            kernel = step(self, *args, **kwargs)
         if kernel is None or finish is None:  # None: a jit_cache_hook declined the compile
             return kernel
         return finish(kernel)

@@ -15,9 +15,14 @@ profile() {  # name, kernel regex, tune_ws run arguments...: ncu --set full of o
 
 gemm_ncu() {  # who shape: ncu --set full of one GEMM (kernels.tune_ab gemm-once: its NVTX range "prof"), pages under
   # /tmp/ncu, the headline metrics printed
-  local name=$1_$2 dir=/tmp/ncu; mkdir -p $dir
+  ncu_prof $1_$2 python3 -m kernels.tune_ab gemm-once $1 $2
+}
+
+ncu_prof() {  # name command...: ncu --set full of the kernels the command launches inside its NVTX range "prof", pages
+  # under /tmp/ncu, the headline metrics and warp stall reasons printed
+  local name=$1 dir=/tmp/ncu; shift; mkdir -p $dir
   timeout 120 ncu --clock-control none --set full --import-source no --nvtx --nvtx-include "prof/" -f -o $dir/$name \
-    python3 -m kernels.tune_ab gemm-once $1 $2 > $dir/$name.log 2>&1
+    "$@" > $dir/$name.log 2>&1
   echo "ncu $name rc=$?"
   ncu -i $dir/$name.ncu-rep --page details --print-details all > $dir/${name}_details.txt 2>&1
   ncu -i $dir/$name.ncu-rep --page raw --csv > $dir/${name}_raw.csv 2>&1

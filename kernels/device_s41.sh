@@ -43,6 +43,20 @@
 #        and WS_SPLIT_BLOCK_N {96: (64, 32)}; the kernel unchanged).
 # call8: the GEMM GPU tests on the session's routing as committed (call 2 ran them with its first form, which also took
 #        64x128 tiles at 319x2048).
+# call9: ncu --set full of 104x4096x4096 on the shipped 64x64 tiles, on KPAIR (call 6's kp8w0: two consumers, each
+#        slot released as its wgmma is done) and on the 128x64 tiles (two consumers a 128-row tile), with their warps'
+#        stall reasons (pc sampling): why two consumers on one 64-row tile did not take the compute off the pace.  Makes
+#        kernels/_s41kp_ws.py and _s41kp_gluon.py from the two kpair patches first.
+# call10: call 9's ncu of the 64x64 tiles: a fifth of their warps' stall samples on `barrier`, the warpgroup barriers
+#        Triton puts before each mbarrier operation (session 31's kernels/_ptx_barriers.py removes the consumers'
+#        ones before slot releases and ready waits: offline 3 of the 64x64 build's 16).  The Gluon GEMM built through
+#        that rewrite (`light`: a copy of _matmul_ws.py with a LIGHT_PTX constexpr, launched with the rewrite's
+#        version) against the shipped build; session 31 found it level on the 128x256 tiles, whose K step is 4x
+#        longer.  Outputs bitwise; the rewrite's mark checked in the compiled PTX.
+# call11: the shipped form of call 10 (matmul_ws_kernel's LIGHT_PTX for _matmul_gluon.LIGHT_TILES, 64x64 tiles; the
+#        compile step chained after the cluster rewrite's): the Gluon GEMM's GPU tests (the light build bitwise the plain one
+#        at five shapes, split and unsplit, B by TMA and cp.async), then the route against LIGHT_TILES () at three
+#        shapes.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 source kernels/device_lib.sh
@@ -336,6 +350,110 @@ for m, n, k in SHAPES:
           + f"; x ship: {ratios(times, 'ship')}; the kpair outputs bitwise alike: {same}", flush=True)
 PY
 
+cat > /tmp/s41/gemm_var_once.py <<'PY'
+import re
+import sys
+
+import torch
+
+from kernels import _matmul_gluon as mg
+from kernels.tune_ab import gemm_operands, module_copy, patched
+
+VAR, SHAPE = sys.argv[1], sys.argv[2]
+m, n, k = (int(x) for x in SHAPE.split("x"))
+a, b, c, _ = gemm_operands(m, n, k)
+if VAR == "ship":
+    fn = lambda: mg.matmul_ws(a, b, c, mg.WS_HALF_CONFIG)  # noqa: E731
+elif VAR == "slim":
+    fn = lambda: mg.matmul_ws(a, b, c, mg.WS_SLIM_CONFIG)  # noqa: E731
+else:  # kp8w0
+    from kernels import _s41kp_gluon as kg
+    W0 = [(re.escape("""                acc = warpgroup_mma_wait(1, deps=(acc,))
+                if kt > kt0 + which:  # each slot released by the consumer that read it (``empty`` counts one)
+                    mbarrier.arrive(empty.index((jj - 2) % STAGES), count=1)"""),
+           """                acc = warpgroup_mma_wait(0, deps=(acc,))
+                mbarrier.arrive(empty.index(s), count=1)"""),
+          (re.escape("""            if kt1 > kt0 + which:
+                mbarrier.arrive(empty.index((j + kt1 - 1 - (kt1 - 1 - kt0 - which) % 2 - kt0) % STAGES), count=1)"""),
+           "")]
+    kern = module_copy("_s41kp_w0", "kernels/_s41kp_ws.py", W0).matmul_ws_kernel
+    fn = patched(lambda: kg.matmul_ws(a, b, c, mg.WS_HALF_CONFIG), kg, "matmul_ws_kernel", kern)
+for _ in range(20):
+    fn()
+torch.cuda.synchronize()
+torch.cuda.nvtx.range_push("prof")
+fn()
+torch.cuda.nvtx.range_pop()
+torch.cuda.synchronize()
+PY
+
+cat > /tmp/s41/gemm_light.py <<'PY'
+import re
+import sys
+
+import torch
+
+from kernels import _matmul_gluon as mg
+from kernels import _ptx_barriers as pb
+from kernels.matmul import matmul
+from kernels.tune_ab import gemm_operands, module_copy, outputs_and_errors, patched, ratios, steady_in_turns
+
+ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
+SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
+LIGHT = module_copy("_mm_light", "kernels/_matmul_ws.py", [(
+    re.escape("FIT_N: gl.constexpr = False, SPLIT: gl.constexpr = 1):"),
+    "FIT_N: gl.constexpr = False, SPLIT: gl.constexpr = 1, LIGHT_PTX: gl.constexpr = 0):")]).matmul_ws_kernel
+pb.light(LIGHT, "LIGHT_PTX")
+marks = []
+
+
+class Launch:  # LIGHT[grid](..., LIGHT_PTX=the rewrite's version), the compiled kernel's mark kept
+    def __getitem__(self, grid):
+        def go(*args, **kwargs):
+            kernel = LIGHT[grid](*args, LIGHT_PTX=pb.VERSION, **kwargs)
+            marks.append(pb.removed(kernel.asm["ptx"]))
+            return kernel
+        return go
+
+
+sms = torch.cuda.get_device_properties(0).multi_processor_count
+for m, n, k in SHAPES:
+    a, b, c, ref = gemm_operands(m, n, k)
+    ship = lambda: matmul(a, b, out=c)  # noqa: E731
+    fns = {"cublas": lambda: torch.matmul(a, b, out=c), "ship": ship, "light": patched(ship, mg, "matmul_ws_kernel",
+                                                                                       Launch())}
+    outs, errs = outputs_and_errors(fns, c, ref)
+    removed = marks[-1] if marks else None
+    times = steady_in_turns(fns, ROUNDS, SECONDS)
+    cfg = mg.default_config(m, n, sms)
+    print(f"{m}x{n}x{k} ({cfg[0]}x{cfg[1]} split {mg.default_split(m, n, k, cfg, sms)}; barriers removed {removed}), "
+          f"{ROUNDS} rounds of {SECONDS} s, us a call median (min-max): "
+          + ", ".join(f"{nm} {sorted(v)[len(v) // 2]:.2f} ({min(v):.2f}-{max(v):.2f})" for nm, v in times.items())
+          + f"; x ship: {ratios(times, 'ship')} (light faster in {sum(x < y for x, y in zip(times['light'], times['ship']))}"
+          f"/{ROUNDS}); bitwise: {torch.equal(outs['light'], outs['ship'])}", flush=True)
+PY
+
+cat > /tmp/s41/gemm_light_route.py <<'PY'
+import sys
+
+import torch
+
+from kernels import _matmul_gluon as mg
+from kernels.matmul import matmul
+from kernels.tune_ab import gemm_operands, outputs_and_errors, patched, ratios, steady_in_turns
+
+ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
+for m, n, k in [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]:
+    a, b, c, ref = gemm_operands(m, n, k)
+    new = lambda: matmul(a, b, out=c)  # noqa: E731
+    fns = {"cublas": lambda: torch.matmul(a, b, out=c), "new": new, "before": patched(new, mg, "LIGHT_TILES", ())}
+    outs, _ = outputs_and_errors(fns, c, ref)
+    times = steady_in_turns(fns, ROUNDS, SECONDS)
+    print(f"{m}x{n}x{k}: " + ", ".join(f"{nm} {sorted(v)[len(v) // 2]:.2f}" for nm, v in times.items())
+          + f" us; x before: {ratios(times, 'before', ['cublas'])}; bitwise: "
+          f"{torch.equal(outs['new'], outs['before'])}; light broken: {mg._broken_light}", flush=True)
+PY
+
 case "$CALL" in
   call1)
     timeout 420 python3 /tmp/s41/gemm_tiles.py 5 0.2 \
@@ -381,6 +499,42 @@ case "$CALL" in
   call8)
     timeout 300 python3 -m pytest tests/kernels/test_matmul.py tests/kernels/test_matmul_ws.py -m gpu -q \
       -p no:cacheprovider -n 8 2>&1 | tail -15 | tee "${LOG}_gpu_tests_matmul.log"
+    ;;
+  call9)
+    ROOT=$(pwd)
+    mkdir -p /tmp/kp/kernels && cp kernels/_matmul_ws.py kernels/_matmul_gluon.py kernels/compile_check_mm.py /tmp/kp/kernels/
+    (cd /tmp/kp && patch -s -p1 < "$ROOT/docs/measurements/kernels_s41_kpair.patch" \
+      && patch -s -p1 < "$ROOT/docs/measurements/kernels_s41_kpair_swizzled.patch") || exit 3
+    cp /tmp/kp/kernels/_matmul_ws.py kernels/_s41kp_ws.py
+    sed 's/from kernels._matmul_ws import/from kernels._s41kp_ws import/' /tmp/kp/kernels/_matmul_gluon.py \
+      > kernels/_s41kp_gluon.py
+    for v in ship kp8w0 slim; do
+      ncu_prof ${v}_104x4096x4096 python3 /tmp/s41/gemm_var_once.py $v 104x4096x4096
+      python3 - /tmp/ncu/${v}_104x4096x4096_raw.csv <<'PY'
+import csv
+import sys
+
+rows = list(csv.reader(open(sys.argv[1])))
+head, vals = rows[0], rows[2]
+stalls = [(h, v) for h, v in zip(head, vals) if "pcsamp_warps_issue_stalled" in h and not h.endswith("not_issued")]
+stalls = stalls or [(h, v) for h, v in zip(head, vals) if "average_warps_issue_stalled" in h and "per_issue_active" in h]
+tot = sum(float(v.replace(",", "") or 0) for _, v in stalls) or 1.0
+for h, v in sorted(stalls, key=lambda hv: -float(hv[1].replace(",", "") or 0))[:10]:
+    print(f"  {h.split('stalled_')[-1]:<28} {100 * float(v.replace(',', '') or 0) / tot:5.1f} %")
+PY
+    done 2>&1 | tee "${LOG}_ncu.log"
+    tar -C /tmp/ncu -czf "${LOG}_ncu.tgz" --exclude='*.ncu-rep' .
+    ;;
+  call10)
+    timeout 300 python3 /tmp/s41/gemm_light.py 5 0.2 \
+      104x4096x4096,127x4096x4096,104x4096x1024,104x4096x8192,512x1024x4096,4096x128x4096,96x512x4096,96x8192x4096,256x4096x4096,1024x1024x4096,4096x4096x4096 \
+      2>&1 | tee "${LOG}_gemm_light.log"
+    ;;
+  call11)
+    timeout 150 python3 -m pytest tests/kernels/test_matmul_ws.py -m gpu -q -p no:cacheprovider -n 8 2>&1 | tail -15 \
+      | tee "${LOG}_gpu_tests_matmul_ws.log"
+    timeout 40 python3 /tmp/s41/gemm_light_route.py 3 0.2 104x4096x4096,512x1024x4096,4096x128x4096 2>&1 \
+      | tee "${LOG}_gemm_light_route.log"
     ;;
   *) echo "unknown call $CALL"; exit 2 ;;
 esac

@@ -420,6 +420,29 @@ def test_misaligned_b_takes_the_clusters_by_default(gen, monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(("m", "n", "k", "pitch"), [
+    (104, 4096, 4096, None), (512, 1024, 1000, None), (65, 1000, 3000, 1024), (1, 1000, 2048, None),
+    (300, 520, 1000, None)])
+def test_matmul_gpu_ws_light_build_bitwise(m, n, k, pitch, gen, monkeypatch):
+    """64x64 tiles built without the consumer's warpgroup barriers (``LIGHT_TILES``, kernels/_ptx_barriers.py's
+    rewrite): bitwise the plain build, unsplit and split, B by TMA and through cp.async, ragged M, N and K, M = 1."""
+    assert mg.LIGHT_ERROR is None and (64, 64) in mg.LIGHT_TILES
+    a, b = _inputs(m, n, k, gen, pitch)
+    aligned = (b.stride(0) * b.element_size()) % 128 == 0
+    for split in (1, 2):
+        for b_tma in (True, False) if aligned else (False,):
+            want = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            with monkeypatch.context() as mp:
+                mp.setattr(mg, "LIGHT_TILES", ())
+                assert mg.matmul_ws(a, b, want, mg.WS_HALF_CONFIG, b_tma=b_tma, split=split)
+            c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            assert mg.matmul_ws(a, b, c, mg.WS_HALF_CONFIG, b_tma=b_tma, split=split)
+            assert torch.equal(c, want), f"{m}x{n}x{k} split={split} b_tma={b_tma}"
+    assert rel_err(want, a.double() @ b.double()) < 1e-2
+    assert not mg._broken_light and mg.status() == "enabled"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("m", "n", "k", "pitch"), [
     (65, 4096, 4096, None), (100, 4096, 1024, None), (128, 4032, 776, None), (96, 264, 40, None),
     (127, 1000, 776, 1024), (200, 4104, 520, None), (30, 520, 1000, None), (1, 1000, 2048, None),
     (333, 1000, 1000, 1024)])

@@ -151,6 +151,23 @@ def test_clustered_rewrites_and_launches_only_cluster_builds(ptx, hook_slot, as_
     assert len(jit.calls) == 2
 
 
+def test_clustered_and_light_builds_of_one_kernel(ptx, hook_slot, as_triton36):
+    """The Gluon GEMM compiles through both rewrites (kernels/_matmul_gluon.py): a cluster build through the cluster
+    rewrite, a LIGHT_PTX build through the barriers' (kernels/_ptx_barriers.py), a plain one through neither."""
+    from kernels import _ptx_barriers as pb
+
+    jit = StandInJit(ptx, ("a_desc", "CLUSTER", "LIGHT_PTX"))
+    pc.clustered(jit, "CLUSTER", desc_param=B_PARAM)
+    pb.light(jit, "LIGHT_PTX")
+    plain = jit._do_compile("k", {}, 0, {(1,): 1, (2,): 0}, None, {}, False)
+    assert plain.asm["ptx"] == ptx and plain.packed_metadata == (4, 1, 213168)
+    clustered = jit._do_compile("k", {}, 0, {(1,): 2, (2,): 0}, None, {}, False)
+    assert clustered.asm["ptx"] == pc.rewrite_ptx(ptx, B_PARAM) and clustered.packed_metadata == (4, 2, 213168)
+    light = jit._do_compile("k", {}, 0, constexprs={(1,): 1, (2,): pb.VERSION}, options=None, attrs={}, warmup=True)
+    assert light.asm["ptx"] == pb.rewrite_ptx(ptx) and pb.removed(light.asm["ptx"]) > 0
+    assert light.packed_metadata == (4, 1, 213168) and len(jit.calls) == 3
+
+
 def test_clustered_refuses_a_build_without_the_rewrite(ptx, hook_slot, as_triton36):
     """A cluster build that comes back unrewritten (a cubin cached without the hook) would hang if launched in
     clusters: refused.  So is a JIT whose compile step is not Triton 3.6's."""
