@@ -65,6 +65,45 @@ def test_cluster_build_failure_falls_back_once(device, gen, monkeypatch):
     assert calls == [2, 1, 1]
 
 
+def test_light_build_failure_falls_back_once(device, monkeypatch):
+    """A LIGHT_PTX build failing (the barriers' rewrite refusing Triton's PTX) is said once and the plain build
+    takes the product from then on; only LIGHT_TILES' tiles ask for it.  The Gluon kernel is stood in for (it runs
+    on sm_90 only) by one that refuses LIGHT_PTX builds and computes the product from its descriptors otherwise."""
+    import warnings
+
+    from kernels import _ptx_barriers
+
+    calls = []
+
+    class StandIn:
+        def __getitem__(self, grid):
+            def launch(a_desc, b_desc, c_desc, *args, LIGHT_PTX=0, **kwargs):
+                calls.append(LIGHT_PTX)
+                if LIGHT_PTX:
+                    raise _ptx_barriers.PtxRewriteError("a release barrier past an unknown instruction")
+                c_desc.base.copy_((a_desc.base.float() @ b_desc.base.float()).to(c_desc.base.dtype))
+
+            return launch
+
+    monkeypatch.setattr(mg, "matmul_ws_kernel", StandIn())
+    monkeypatch.setattr(mg, "LIGHT_ERROR", None)
+    monkeypatch.setattr(mg, "_broken_light", [])
+    a = torch.randn(70, 40, dtype=torch.bfloat16, device=device)
+    b = torch.randn(40, 104, dtype=torch.bfloat16, device=device)
+    want = (a.float() @ b.float()).to(torch.bfloat16)
+    c = torch.empty(70, 104, dtype=torch.bfloat16, device=device)
+    with pytest.warns(RuntimeWarning, match="without its warpgroup barriers.*PtxRewriteError.*its plain build"):
+        assert mg.matmul_ws(a, b, c, mg.WS_HALF_CONFIG)
+    assert torch.equal(c, want) and calls == [_ptx_barriers.VERSION, 0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once
+        assert mg.matmul_ws(a, b, c, mg.WS_HALF_CONFIG)
+    monkeypatch.setattr(mg, "_broken_light", [])
+    assert mg.matmul_ws(a, b, c, mg.WS_SLIM_CONFIG)  # 128x64 tiles: never light
+    assert calls == [_ptx_barriers.VERSION, 0, 0, 0] and torch.equal(c, want)
+    assert mg.status() == "enabled"
+
+
 def test_gluon_default_rule():
     from kernels import matmul as mm
 
