@@ -208,7 +208,7 @@ def default_split(m: int, n: int, k: int, config: tuple, sms: int) -> int:
     up to ``SPLIT_MAX`` whose chunks (of at least ``SPLIT_MIN_K_STEPS`` K steps) still fit one round of the ``sms``
     SMs; only tiles of ``SPLIT_BLOCK_N`` columns, of 128 rows where they fill at most a quarter of the SMs, of 64 rows
     where K has at least ``HALF_SPLIT_MIN_K_STEPS`` steps."""
-    tiles = triton.cdiv(m, config[0]) * triton.cdiv(n, config[1])
+    tiles = _tiles(m, n, config)
     split, k_steps = 1, triton.cdiv(k, config[2])
     if config[1] not in SPLIT_BLOCK_N or (k_steps < HALF_SPLIT_MIN_K_STEPS if config[0] == 64 else 4 * tiles > sms):
         return 1
@@ -261,7 +261,7 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
     split = triton.cdiv(k_steps, kt_per)  # no chunk empty
     if split > 1:  # fp32 partials, plain stores (EPI 1)
         work = torch.empty((split, m, n), dtype=torch.float32, device=a.device)
-        locks = arrival_counters(_LOCKS, a.device, 2 * triton.cdiv(m, bm) * triton.cdiv(n, bn))
+        locks = arrival_counters(_LOCKS, a.device, 2 * _tiles(m, n, (bm, bn)))
         epi = 1
     else:
         work = locks = c
@@ -275,7 +275,7 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
     if cluster:  # one program a CTA, the grid counts clusters of two (pairs of tile rows in a tile column)
         grid = (min(triton.cdiv(triton.cdiv(m, bm), 2) * triton.cdiv(n, bn), max(1, sms // 2)),)
     else:
-        grid = (min(triton.cdiv(m, bm) * triton.cdiv(n, bn) * split, sms),)
+        grid = (min(_tiles(m, n, (bm, bn)) * split, sms),)
     try:
         matmul_ws_kernel[grid](a_desc, b_desc, c_desc, b, c, m, n, k, n // 8, b.stride(0) // 8, c.stride(0),
                                b2_desc, c2_desc, work, locks, kt_per, BLOCK_N=bn1, GROUP_M=group, STAGES=stages,
@@ -284,7 +284,7 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
                                FIT_N=fit_n, SPLIT=split, LIGHT_PTX=_ptx_barriers.VERSION if light else 0,
                                num_warps=4, maxnreg=MAXNREG)
     except GLUON_BUILD_ERRORS as exc:  # compile, ptxas or resource errors (the PTX rewrite's): not a launch failure
-        if light and "CUDA error" not in str(exc):  # the plain build from now on, said once
+        if light:  # the plain build from now on, said once (a CUDA error re-raised)
             gluon_build_failed(exc, _broken_light, "Gluon GEMM without its warpgroup barriers", "its plain build")
             return matmul_ws(a, b, c, config, b_tma, cluster, split)
         if cluster:  # the unclustered routes take over, said once

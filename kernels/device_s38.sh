@@ -135,7 +135,7 @@ import torch
 from kernels import _matmul_gluon as mg
 from kernels import matmul as mm
 from kernels.matmul import matmul
-from kernels.tune_ab import gemm_operands, outputs_and_errors, patched, steady_in_turns
+from kernels.tune_ab import faster_in, gemm_operands, outputs_and_errors, patched, steady_in_turns
 
 ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
@@ -160,7 +160,7 @@ for m, n, k in SHAPES:
           + ", ".join(f"{nm} {med[nm]:.2f} ({min(v):.2f}-{max(v):.2f}) [{errs[nm]:.1e}]" for nm, v in times.items())
           + f"; x cublas: new {med['cublas'] / med['new']:.3f}, before {med['cublas'] / med['before']:.3f}"
           + f"; new x before {med['before'] / med['new']:.3f} (faster in "
-          + f"{sum(x < y for x, y in zip(times['new'], times['before']))}/{ROUNDS})", flush=True)
+          + f"{faster_in(times, 'new', 'before')})", flush=True)
 PY
 
 cat > /tmp/s38/gemm_rule.py <<'PY'
@@ -173,7 +173,7 @@ import triton
 from kernels import _matmul_gluon as mg
 from kernels import matmul as mm
 from kernels.matmul import matmul
-from kernels.tune_ab import gemm_operands, outputs_and_errors, patched, steady_in_turns
+from kernels.tune_ab import faster_in, gemm_operands, outputs_and_errors, patched, steady_in_turns
 
 
 def fill_rule(m, n, sms, b_tma=True):  # default_config as committed before call 9 (dff0b73 + the 128x192 tiles)
@@ -222,7 +222,7 @@ for m, n, k in SHAPES:
           + ", ".join(f"{nm} {med[nm]:.2f} ({min(v):.2f}-{max(v):.2f}) [{errs[nm]:.1e}]" for nm, v in times.items())
           + f"; x cublas: new {med['cublas'] / med['new']:.3f}, before {med['cublas'] / med['before']:.3f}"
           + f"; new x before {med['before'] / med['new']:.3f} (faster in "
-          + f"{sum(x < y for x, y in zip(times['new'], times['before']))}/{ROUNDS})", flush=True)
+          + f"{faster_in(times, 'new', 'before')})", flush=True)
 PY
 
 case "$CALL" in

@@ -94,7 +94,7 @@ import torch
 from kernels import _matmul_gluon as mg
 from kernels import matmul as mm
 from kernels.matmul import matmul
-from kernels.tune_ab import (gemm_operands, must_run, outputs_and_errors, patched, ratios, steady_in_turns,
+from kernels.tune_ab import (faster_in, gemm_operands, must_run, outputs_and_errors, patched, ratios, steady_in_turns,
                              timings_line)
 
 ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
@@ -121,7 +121,7 @@ for m, n, k in SHAPES:
     print(f"{m}x{n}x{k} ({route}), {ROUNDS} rounds of {SECONDS} s, us a call median (min-max) [max err / max |ref|]: "
           f"{timings_line(times, errs)}; x cublas: {ratios(times, 'cublas')}; x before: "
           f"{ratios(times, 'before', ['cublas'])}"
-          + f"; new faster in {sum(x < y for x, y in zip(times['new'], times['before']))}/{ROUNDS}"
+          + f"; new faster in {faster_in(times, 'new', 'before')}"
           + ("; bitwise before's: " + str(torch.equal(outs["new"], outs["before"])) if split == new_split == 1
              else ""),
           flush=True)
@@ -165,7 +165,8 @@ import torch
 
 from kernels import _matmul_gluon as mg
 from kernels.matmul import matmul
-from kernels.tune_ab import gemm_operands, outputs_and_errors, patched, ratios, steady_in_turns, timings_line
+from kernels.tune_ab import (faster_in, gemm_operands, outputs_and_errors, patched, ratios, steady_in_turns,
+                             timings_line)
 
 ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
@@ -191,7 +192,7 @@ for m, n, k in SHAPES:
           f"{mg.default_split(m, n, k, old, sms)}), {ROUNDS} rounds of {SECONDS} s, us a call median (min-max) "
           f"[max err / max |ref|]: {timings_line(times, errs)}; x cublas: {ratios(times, 'cublas')}"
           + f"; new x before {statistics.median(times['before']) / statistics.median(times['new']):.3f} (faster in "
-          + f"{sum(x < y for x, y in zip(times['new'], times['before']))}/{ROUNDS}); bitwise before's: "
+          + f"{faster_in(times, 'new', 'before')}); bitwise before's: "
           + str(torch.equal(outs['new'], outs['before'])), flush=True)
 PY
 

@@ -28,14 +28,15 @@
 #        two consumer warpgroups (even / odd), consumer 1's fp32 sum added to consumer 0's through shared memory,
 #        against the same tiles on one consumer (HALF_KPAIR off), and
 #        64x128 tiles with KPAIR at 6 stages (`w6k`) or with plain stores at 8 (`w8e1k`) beside the shipped 8-stage
-#        64x128 tiles (`w8`, one consumer); errors against fp32, the output the same over two calls.
+#        64x128 tiles (`w8`, one consumer); errors against fp32, the output the same over two calls.  (To run it again,
+#        apply kernels_s41_kpair_rebased.patch: its harness uses the patch's HALF_KPAIR and kpair_fits.)
 # call6: call 5's KPAIR (docs/measurements/kernels_s41_kpair.patch) cost 0.6 us at K = 1024 and held each consumer's
 #        two slots: its fp32 sum now through a 128-byte-swizzled buffer (NVMMASharedLayout, for the bank conflicts of
 #        the unswizzled one), at 8 and 12 stages (`kp8`, `kp12`), and with each slot released as soon as its own wgmma
 #        is done (`w0`: warpgroup_mma_wait(0), the other consumer's group in flight meanwhile); against the shipped
-#        one-consumer tiles.  Needs kernels/_s41kp_ws.py and kernels/_s41kp_gluon.py (not committed): copies of
-#        _matmul_ws.py and _matmul_gluon.py with docs/measurements/kernels_s41_kpair.patch and
-#        kernels_s41_kpair_swizzled.patch applied, the copy of _matmul_gluon.py importing kernels._s41kp_ws.
+#        one-consumer tiles.  Makes kernels/_s41kp_ws.py and _s41kp_gluon.py first (`kpair_copies`: copies of
+#        _matmul_ws.py and _matmul_gluon.py with docs/measurements/kernels_s41_kpair.patch, rebased, and
+#        kernels_s41_kpair_swizzled.patch applied).
 # call7: 64x96 tiles (64 + 32 columns through matmul_ws_kernel's BLOCK_N2, 8 stages, 188 KB; `h96`, `h96_6` at 6
 #        stages) where the 64x128 tiles leave SMs idle and the 64x64 ones take more than a round (96 x 5120-6144 x 4096:
 #        0.78-0.87x cuBLAS), and beside the 64x64 / 128-row tiles elsewhere, with call 1's harness; bitwise against the
@@ -46,17 +47,22 @@
 # call9: ncu --set full of 104x4096x4096 on the shipped 64x64 tiles, on KPAIR (call 6's kp8w0: two consumers, each
 #        slot released as its wgmma is done) and on the 128x64 tiles (two consumers a 128-row tile), with their warps'
 #        stall reasons (pc sampling): why two consumers on one 64-row tile did not take the compute off the pace.  Makes
-#        kernels/_s41kp_ws.py and _s41kp_gluon.py from the two kpair patches first.
+#        the kpair copies first (`kpair_copies`, as call 6).
 # call10: call 9's ncu of the 64x64 tiles: a fifth of their warps' stall samples on `barrier`, the warpgroup barriers
 #        Triton puts before each mbarrier operation (session 31's kernels/_ptx_barriers.py removes the consumers'
 #        ones before slot releases and ready waits: offline 3 of the 64x64 build's 16).  The Gluon GEMM built through
-#        that rewrite (`light`: a copy of _matmul_ws.py with a LIGHT_PTX constexpr, launched with the rewrite's
-#        version) against the shipped build; session 31 found it level on the 128x256 tiles, whose K step is 4x
-#        longer.  Outputs bitwise; the rewrite's mark checked in the compiled PTX.
+#        that rewrite (`light`: then a copy of _matmul_ws.py with a LIGHT_PTX constexpr, launched with the rewrite's
+#        version; since the review the shipped kernel with every tile in LIGHT_TILES) against the plain build; session
+#        31 found it level on the 128x256 tiles, whose K step is 4x longer.  Outputs bitwise; the rewrite's mark
+#        checked in the compiled PTX.
 # call11: the shipped form of call 10 (matmul_ws_kernel's LIGHT_PTX for _matmul_gluon.LIGHT_TILES, 64x64 tiles; the
 #        compile step chained after the cluster rewrite's): the Gluon GEMM's GPU tests (the light build bitwise the plain one
 #        at five shapes, split and unsplit, B by TMA and cp.async), then the route against LIGHT_TILES () at three
-#        shapes.
+#        shapes (since the review through call 10's harness, its lines in that form).
+# call12: after the review (variants.py, tune_ab's faster_in / timings_line without errors, kpair_copies on the
+#        rebased patch, call 10's harness on the shipped kernel): the harnesses run once each at one shape (1 round
+#        of 0.05 s: a run, not a timing).  Not run: the session's device time was spent; checked here only by lint, the
+#        substitutions' match counts and kpair_copies on a copy of the tree.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 source kernels/device_lib.sh
@@ -69,6 +75,46 @@ LOG=$OUT/kernels_${GPU_TAG}_s41_${CALL}
   python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
 } 2>&1 | tee "${LOG}_env.txt"
 mkdir -p /tmp/s41
+
+cat > /tmp/s41/variants.py <<'PY'
+"""The session's kernel variants as module_copy substitutions (the harnesses import them from here).  NOMMA (on
+kernels/_matmul_ws.py): the consumer's wgmma taken out; NOLOAD: the producer's copies taken out, each slot's barrier
+arrived on at once; W2: two wgmma groups in flight, each slot released two steps later; W0 (on KPAIR's copy,
+kernels/_s41kp_ws.py): each slot released as soon as its own wgmma is done."""
+import re
+
+NOMMA = [(re.escape("acc = warpgroup_mma(a, b_s.index(s), acc, is_async=True)"), "pass"),
+         (re.escape("acc = warpgroup_mma_wait(1, deps=(acc,))"), "pass"),
+         (re.escape("acc = warpgroup_mma_wait(0, deps=(acc,))"), "pass")]
+NOLOAD = [(re.escape("mbarrier.expect(a_ready.index(s), A_BYTES + B_TMA_BYTES)"),
+           "mbarrier.arrive(a_ready.index(s), count=1)"),
+          (re.escape("tma.async_copy_global_to_shared(a_desc, [off_m, kt * BLOCK_K], a_ready.index(s), a_s.index(s))"),
+           "pass"),
+          (re.escape("tma.async_copy_global_to_shared(b_desc, [kt * BLOCK_K, off_n], a_ready.index(s), b_s.index(s))"),
+           "pass")]
+W2 = [(re.escape("""            else:
+                acc = warpgroup_mma_wait(1, deps=(acc,))
+            if kt > kt0:
+                mbarrier.arrive(empty.index((j - 1) % STAGES), count=1)"""),
+       """            else:
+                acc = warpgroup_mma_wait(2, deps=(acc,))
+            if kt > kt0 + 1:
+                mbarrier.arrive(empty.index((j - 2) % STAGES), count=1)"""),
+      (re.escape("""        mbarrier.arrive(empty.index((j - 1) % STAGES), count=1)
+        if SPLIT > 1:"""),
+       """        if kt1 - kt0 > 1:
+            mbarrier.arrive(empty.index((j - 2) % STAGES), count=1)
+        mbarrier.arrive(empty.index((j - 1) % STAGES), count=1)
+        if SPLIT > 1:""")]
+W0 = [(re.escape("""                acc = warpgroup_mma_wait(1, deps=(acc,))
+                if kt > kt0 + which:  # each slot released by the consumer that read it (``empty`` counts one)
+                    mbarrier.arrive(empty.index((jj - 2) % STAGES), count=1)"""),
+       """                acc = warpgroup_mma_wait(0, deps=(acc,))
+                mbarrier.arrive(empty.index(s), count=1)"""),
+      (re.escape("""            if kt1 > kt0 + which:
+                mbarrier.arrive(empty.index((j + kt1 - 1 - (kt1 - 1 - kt0 - which) % 2 - kt0) % STAGES), count=1)"""),
+       "")]
+PY
 
 cat > /tmp/s41/gemm_tiles.py <<'PY'
 import sys
@@ -126,7 +172,8 @@ import torch
 from kernels import _matmul_gluon as mg
 from kernels import matmul as mm
 from kernels.matmul import matmul
-from kernels.tune_ab import gemm_operands, outputs_and_errors, patched, ratios, steady_in_turns, timings_line
+from kernels.tune_ab import (faster_in, gemm_operands, outputs_and_errors, patched, ratios, steady_in_turns,
+                             timings_line)
 
 ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
@@ -161,32 +208,25 @@ for m, n, k in SHAPES:
     route = f"new: {cfg[0]}x{cfg[1]} split {sp}, before: {old[0]}x{old[1]} split {old_sp}"
     print(f"{m}x{n}x{k} ({route if mm.gluon_default(m, n, aligned=True) else 'triton'}), {ROUNDS} rounds of {SECONDS} "
           f"s, us a call median (min-max) [max err / max |ref|]: {timings_line(times, errs)}; x cublas: "
-          f"{ratios(times, 'cublas')}; new x before {statistics.median(times['before']) / statistics.median(times['new']):.3f} "
-          f"(faster in {sum(x < y for x, y in zip(times['new'], times['before']))}/{ROUNDS})"
+          f"{ratios(times, 'cublas')}; new x before "
+          f"{statistics.median(times['before']) / statistics.median(times['new']):.3f} "
+          f"(faster in {faster_in(times, 'new', 'before')})"
           + (f"; bitwise before's: {torch.equal(outs['new'], outs['before'])}" if sp == old_sp == 1 else ""),
           flush=True)
 PY
 
 cat > /tmp/s41/gemm_diag.py <<'PY'
-import re
 import sys
 
 import torch
+from variants import NOLOAD, NOMMA
 
 from kernels import _matmul_gluon as mg
-from kernels.tune_ab import gemm_operands, module_copy, must_run, patched, ratios, steady_in_turns
+from kernels.tune_ab import (gemm_operands, module_copy, must_run, outputs_and_errors, patched, ratios,
+                             steady_in_turns, timings_line)
 
 ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
-NOMMA = [(re.escape("acc = warpgroup_mma(a, b_s.index(s), acc, is_async=True)"), "pass"),
-         (re.escape("acc = warpgroup_mma_wait(1, deps=(acc,))"), "pass"),
-         (re.escape("acc = warpgroup_mma_wait(0, deps=(acc,))"), "pass")]
-NOLOAD = [(re.escape("mbarrier.expect(a_ready.index(s), A_BYTES + B_TMA_BYTES)"),
-           "mbarrier.arrive(a_ready.index(s), count=1)"),
-          (re.escape("tma.async_copy_global_to_shared(a_desc, [off_m, kt * BLOCK_K], a_ready.index(s), a_s.index(s))"),
-           "pass"),
-          (re.escape("tma.async_copy_global_to_shared(b_desc, [kt * BLOCK_K, off_n], a_ready.index(s), b_s.index(s))"),
-           "pass")]
 KERNELS = {"nomma": module_copy("_mm_nomma", "kernels/_matmul_ws.py", NOMMA).matmul_ws_kernel,
            "noload": module_copy("_mm_noload", "kernels/_matmul_ws.py", NOLOAD).matmul_ws_kernel,
            "none": module_copy("_mm_none", "kernels/_matmul_ws.py", NOMMA + NOLOAD).matmul_ws_kernel}
@@ -201,49 +241,27 @@ for m, n, k in SHAPES:
     fns = {"cublas": lambda: torch.matmul(a, b, out=c), "ship": run(mg.WS_HALF_CONFIG),
            "st4": run((64, 64, 64, 8, 4, 0)), "st12": run((64, 64, 64, 8, 12, 0))}
     fns |= {nm: run(mg.WS_HALF_CONFIG, kern) for nm, kern in KERNELS.items()}
-    fns["ship"]()
-    torch.cuda.synchronize()
-    err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
+    err = outputs_and_errors({"ship": fns["ship"]}, c, ref)[1]["ship"]
     times = steady_in_turns(fns, ROUNDS, SECONDS)
     tiles = -(-m // 64) * -(-n // 64)
     print(f"{m}x{n}x{k} ({tiles} 64x64 tiles, {-(-k // 64)} K steps; ship's error {err:.1e}), {ROUNDS} rounds of "
-          f"{SECONDS} s, us a call median (min-max): "
-          + ", ".join(f"{nm} {sorted(v)[len(v) // 2]:.2f} ({min(v):.2f}-{max(v):.2f})" for nm, v in times.items())
-          + f"; x ship: {ratios(times, 'ship')}", flush=True)
+          f"{SECONDS} s, us a call median (min-max): {timings_line(times)}; x ship: {ratios(times, 'ship')}",
+          flush=True)
 PY
 
 cat > /tmp/s41/gemm_w2.py <<'PY'
-import re
 import sys
 
 import torch
+from variants import NOLOAD, W2
 
 from kernels import _matmul_gluon as mg
-from kernels.tune_ab import gemm_operands, module_copy, must_run, patched, ratios, steady_in_turns
+from kernels.tune_ab import (gemm_operands, module_copy, must_run, outputs_and_errors, patched, ratios,
+                             steady_in_turns, timings_line)
 
 ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
 CFG = {"h": mg.WS_HALF_CONFIG, "h12": (64, 64, 64, 8, 12, 0), "slim": mg.WS_SLIM_CONFIG}[sys.argv[4]]
-W2 = [(re.escape("""            else:
-                acc = warpgroup_mma_wait(1, deps=(acc,))
-            if kt > kt0:
-                mbarrier.arrive(empty.index((j - 1) % STAGES), count=1)"""),
-       """            else:
-                acc = warpgroup_mma_wait(2, deps=(acc,))
-            if kt > kt0 + 1:
-                mbarrier.arrive(empty.index((j - 2) % STAGES), count=1)"""),
-      (re.escape("""        mbarrier.arrive(empty.index((j - 1) % STAGES), count=1)
-        if SPLIT > 1:"""),
-       """        if kt1 - kt0 > 1:
-            mbarrier.arrive(empty.index((j - 2) % STAGES), count=1)
-        mbarrier.arrive(empty.index((j - 1) % STAGES), count=1)
-        if SPLIT > 1:""")]
-NOLOAD = [(re.escape("mbarrier.expect(a_ready.index(s), A_BYTES + B_TMA_BYTES)"),
-           "mbarrier.arrive(a_ready.index(s), count=1)"),
-          (re.escape("tma.async_copy_global_to_shared(a_desc, [off_m, kt * BLOCK_K], a_ready.index(s), a_s.index(s))"),
-           "pass"),
-          (re.escape("tma.async_copy_global_to_shared(b_desc, [kt * BLOCK_K, off_n], a_ready.index(s), b_s.index(s))"),
-           "pass")]
 KERNELS = {"w2": module_copy("_mm_w2", "kernels/_matmul_ws.py", W2).matmul_ws_kernel,
            "noload": module_copy("_mm_noload", "kernels/_matmul_ws.py", NOLOAD).matmul_ws_kernel,
            "w2noload": module_copy("_mm_w2noload", "kernels/_matmul_ws.py", W2 + NOLOAD).matmul_ws_kernel}
@@ -257,30 +275,23 @@ for m, n, k in SHAPES:
 
     fns = {"cublas": lambda: torch.matmul(a, b, out=c), "ship": run()}
     fns |= {nm: run(kern) for nm, kern in KERNELS.items()}
-    outs = {}
-    for nm in ("ship", "w2"):
-        c.fill_(float("nan"))
-        fns[nm]()
-        torch.cuda.synchronize()
-        outs[nm] = c.clone()
-    err = ((outs["w2"].float() - ref).abs().max() / ref.abs().max()).item()
+    outs, errs = outputs_and_errors({nm: fns[nm] for nm in ("ship", "w2")}, c, ref)
+    err = errs["w2"]
     times = steady_in_turns(fns, ROUNDS, SECONDS)
     print(f"{m}x{n}x{k} ({CFG[0]}x{CFG[1]}, {CFG[4]} stages, unsplit; {-(-k // 64)} K steps; w2's error {err:.1e}, "
           f"bitwise ship's: {torch.equal(outs['w2'], outs['ship'])}), {ROUNDS} rounds of {SECONDS} s, us a call "
-          "median (min-max): "
-          + ", ".join(f"{nm} {sorted(v)[len(v) // 2]:.2f} ({min(v):.2f}-{max(v):.2f})" for nm, v in times.items())
-          + f"; x ship: {ratios(times, 'ship')}", flush=True)
+          f"median (min-max): {timings_line(times)}; x ship: {ratios(times, 'ship')}", flush=True)
 PY
 
 cat > /tmp/s41/gemm_kpair.py <<'PY'
-import statistics
 import sys
 
 import torch
 
 from kernels import _matmul_gluon as mg
 from kernels.matmul import matmul
-from kernels.tune_ab import gemm_operands, must_run, outputs_and_errors, patched, ratios, steady_in_turns, timings_line
+from kernels.tune_ab import (faster_in, gemm_operands, must_run, outputs_and_errors, patched, ratios,
+                             steady_in_turns, timings_line)
 
 ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
@@ -302,32 +313,25 @@ for m, n, k in SHAPES:
     print(f"{m}x{n}x{k} ({cfg[0]}x{cfg[1]} split {mg.default_split(m, n, k, cfg, sms)}, kpair {mg.kpair_fits(cfg)}), "
           f"{ROUNDS} rounds of {SECONDS} s, us a call median (min-max) [max err / max |ref|]: "
           f"{timings_line(times, errs)}; x cublas: {ratios(times, 'cublas')}; x before: "
-          f"{ratios(times, 'before', ['cublas'])} (new faster in "
-          f"{sum(x < y for x, y in zip(times['new'], times['before']))}/{ROUNDS}); new the same over two calls: "
+          f"{ratios(times, 'before', ['cublas'])} (new faster in {faster_in(times, 'new', 'before')}); new the same "
+          "over two calls: "
           f"{torch.equal(outs['new'], outs2['new'])}, bitwise before's: {torch.equal(outs['new'], outs['before'])}",
           flush=True)
 PY
 
 cat > /tmp/s41/gemm_kp2.py <<'PY'
-import re
 import sys
 
 import torch
+from variants import W0
 
 from kernels import _matmul_gluon as mg
 from kernels import _s41kp_gluon as kg
-from kernels.tune_ab import gemm_operands, module_copy, must_run, outputs_and_errors, patched, ratios, steady_in_turns
+from kernels.tune_ab import (gemm_operands, module_copy, must_run, outputs_and_errors, patched, ratios,
+                             steady_in_turns, timings_line)
 
 ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
-W0 = [(re.escape("""                acc = warpgroup_mma_wait(1, deps=(acc,))
-                if kt > kt0 + which:  # each slot released by the consumer that read it (``empty`` counts one)
-                    mbarrier.arrive(empty.index((jj - 2) % STAGES), count=1)"""),
-       """                acc = warpgroup_mma_wait(0, deps=(acc,))
-                mbarrier.arrive(empty.index(s), count=1)"""),
-      (re.escape("""            if kt1 > kt0 + which:
-                mbarrier.arrive(empty.index((j + kt1 - 1 - (kt1 - 1 - kt0 - which) % 2 - kt0) % STAGES), count=1)"""),
-       "")]
 W0K = module_copy("_s41kp_w0", "kernels/_s41kp_ws.py", W0).matmul_ws_kernel
 H8, H12 = (64, 64, 64, 8, 8, 0), (64, 64, 64, 8, 12, 0)
 
@@ -344,17 +348,15 @@ for m, n, k in SHAPES:
     times = steady_in_turns(fns, ROUNDS, SECONDS)
     same = all(torch.equal(outs[x], outs["kp8"]) for x in ("kp8w0", "kp12", "kp12w0"))
     print(f"{m}x{n}x{k} (split {mg.default_split(m, n, k, H8, 132)}), {ROUNDS} rounds of {SECONDS} s, us a call median "
-          "(min-max) [max err / max |ref|]: "
-          + ", ".join(f"{nm} {sorted(v)[len(v) // 2]:.2f} ({min(v):.2f}-{max(v):.2f}) [{errs[nm]:.1e}]"
-                      for nm, v in times.items())
-          + f"; x ship: {ratios(times, 'ship')}; the kpair outputs bitwise alike: {same}", flush=True)
+          f"(min-max) [max err / max |ref|]: {timings_line(times, errs)}; x ship: {ratios(times, 'ship')}; the kpair "
+          f"outputs bitwise alike: {same}", flush=True)
 PY
 
 cat > /tmp/s41/gemm_var_once.py <<'PY'
-import re
 import sys
 
 import torch
+from variants import W0
 
 from kernels import _matmul_gluon as mg
 from kernels.tune_ab import gemm_operands, module_copy, patched
@@ -368,14 +370,6 @@ elif VAR == "slim":
     fn = lambda: mg.matmul_ws(a, b, c, mg.WS_SLIM_CONFIG)  # noqa: E731
 else:  # kp8w0
     from kernels import _s41kp_gluon as kg
-    W0 = [(re.escape("""                acc = warpgroup_mma_wait(1, deps=(acc,))
-                if kt > kt0 + which:  # each slot released by the consumer that read it (``empty`` counts one)
-                    mbarrier.arrive(empty.index((jj - 2) % STAGES), count=1)"""),
-           """                acc = warpgroup_mma_wait(0, deps=(acc,))
-                mbarrier.arrive(empty.index(s), count=1)"""),
-          (re.escape("""            if kt1 > kt0 + which:
-                mbarrier.arrive(empty.index((j + kt1 - 1 - (kt1 - 1 - kt0 - which) % 2 - kt0) % STAGES), count=1)"""),
-           "")]
     kern = module_copy("_s41kp_w0", "kernels/_s41kp_ws.py", W0).matmul_ws_kernel
     fn = patched(lambda: kg.matmul_ws(a, b, c, mg.WS_HALF_CONFIG), kg, "matmul_ws_kernel", kern)
 for _ in range(20):
@@ -388,7 +382,6 @@ torch.cuda.synchronize()
 PY
 
 cat > /tmp/s41/gemm_light.py <<'PY'
-import re
 import sys
 
 import torch
@@ -396,21 +389,23 @@ import torch
 from kernels import _matmul_gluon as mg
 from kernels import _ptx_barriers as pb
 from kernels.matmul import matmul
-from kernels.tune_ab import gemm_operands, module_copy, outputs_and_errors, patched, ratios, steady_in_turns
+from kernels.tune_ab import (faster_in, gemm_operands, outputs_and_errors, patched, ratios, steady_in_turns,
+                             timings_line)
 
 ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
-LIGHT = module_copy("_mm_light", "kernels/_matmul_ws.py", [(
-    re.escape("FIT_N: gl.constexpr = False, SPLIT: gl.constexpr = 1):"),
-    "FIT_N: gl.constexpr = False, SPLIT: gl.constexpr = 1, LIGHT_PTX: gl.constexpr = 0):")]).matmul_ws_kernel
-pb.light(LIGHT, "LIGHT_PTX")
+# the tiles built light: every tile the route takes (call 10), or LIGHT_TILES as shipped ("shipped", call 11)
+ALL = tuple(c[:2] for c in (mg.WS_CONFIG, mg.WS_MID_CONFIG, mg.WS_NARROW_CONFIG, mg.WS_SLIM_CONFIG, mg.WS_HALF_CONFIG,
+                            mg.WS_HALF_WIDE_CONFIG))
+TILES = mg.LIGHT_TILES if sys.argv[4:] == ["shipped"] else ALL
+KERNEL = mg.matmul_ws_kernel
 marks = []
 
 
-class Launch:  # LIGHT[grid](..., LIGHT_PTX=the rewrite's version), the compiled kernel's mark kept
+class Launch:  # the Gluon kernel, each compiled build's mark (barriers removed) kept
     def __getitem__(self, grid):
         def go(*args, **kwargs):
-            kernel = LIGHT[grid](*args, LIGHT_PTX=pb.VERSION, **kwargs)
+            kernel = KERNEL[grid](*args, **kwargs)
             marks.append(pb.removed(kernel.asm["ptx"]))
             return kernel
         return go
@@ -419,40 +414,32 @@ class Launch:  # LIGHT[grid](..., LIGHT_PTX=the rewrite's version), the compiled
 sms = torch.cuda.get_device_properties(0).multi_processor_count
 for m, n, k in SHAPES:
     a, b, c, ref = gemm_operands(m, n, k)
-    ship = lambda: matmul(a, b, out=c)  # noqa: E731
-    fns = {"cublas": lambda: torch.matmul(a, b, out=c), "ship": ship, "light": patched(ship, mg, "matmul_ws_kernel",
-                                                                                       Launch())}
+    route = lambda: matmul(a, b, out=c)  # noqa: E731
+    fns = {"cublas": lambda: torch.matmul(a, b, out=c), "plain": patched(route, mg, "LIGHT_TILES", ()),
+           "light": patched(patched(route, mg, "LIGHT_TILES", TILES), mg, "matmul_ws_kernel", Launch())}
     outs, errs = outputs_and_errors(fns, c, ref)
     removed = marks[-1] if marks else None
     times = steady_in_turns(fns, ROUNDS, SECONDS)
     cfg = mg.default_config(m, n, sms)
     print(f"{m}x{n}x{k} ({cfg[0]}x{cfg[1]} split {mg.default_split(m, n, k, cfg, sms)}; barriers removed {removed}), "
-          f"{ROUNDS} rounds of {SECONDS} s, us a call median (min-max): "
-          + ", ".join(f"{nm} {sorted(v)[len(v) // 2]:.2f} ({min(v):.2f}-{max(v):.2f})" for nm, v in times.items())
-          + f"; x ship: {ratios(times, 'ship')} (light faster in {sum(x < y for x, y in zip(times['light'], times['ship']))}"
-          f"/{ROUNDS}); bitwise: {torch.equal(outs['light'], outs['ship'])}", flush=True)
+          f"{ROUNDS} rounds of {SECONDS} s, us a call median (min-max): {timings_line(times)}; x plain: "
+          f"{ratios(times, 'plain')} (light faster in {faster_in(times, 'light', 'plain')}); bitwise: "
+          f"{torch.equal(outs['light'], outs['plain'])}; light builds failed: {mg._broken_light}", flush=True)
 PY
 
-cat > /tmp/s41/gemm_light_route.py <<'PY'
-import sys
-
-import torch
-
-from kernels import _matmul_gluon as mg
-from kernels.matmul import matmul
-from kernels.tune_ab import gemm_operands, outputs_and_errors, patched, ratios, steady_in_turns
-
-ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
-for m, n, k in [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]:
-    a, b, c, ref = gemm_operands(m, n, k)
-    new = lambda: matmul(a, b, out=c)  # noqa: E731
-    fns = {"cublas": lambda: torch.matmul(a, b, out=c), "new": new, "before": patched(new, mg, "LIGHT_TILES", ())}
-    outs, _ = outputs_and_errors(fns, c, ref)
-    times = steady_in_turns(fns, ROUNDS, SECONDS)
-    print(f"{m}x{n}x{k}: " + ", ".join(f"{nm} {sorted(v)[len(v) // 2]:.2f}" for nm, v in times.items())
-          + f" us; x before: {ratios(times, 'before', ['cublas'])}; bitwise: "
-          f"{torch.equal(outs['new'], outs['before'])}; light broken: {mg._broken_light}", flush=True)
-PY
+kpair_copies() {  # kernels/_s41kp_ws.py and _s41kp_gluon.py: copies of _matmul_ws.py and _matmul_gluon.py with the
+  # kpair patches applied (the copy of _matmul_gluon.py importing kernels._s41kp_ws), for calls 6 and 9 (which ran
+  # with kernels_s41_kpair.patch against e4ad8f2; kernels_s41_kpair_rebased.patch is the same change against the tree
+  # since the light build, 7b6c78c)
+  local root; root=$(pwd)
+  rm -rf /tmp/kp && mkdir -p /tmp/kp/kernels \
+    && cp kernels/_matmul_ws.py kernels/_matmul_gluon.py kernels/compile_check_mm.py /tmp/kp/kernels/ \
+    && (cd /tmp/kp && patch -s -p1 < "$root/docs/measurements/kernels_s41_kpair_rebased.patch" \
+      && patch -s -p1 < "$root/docs/measurements/kernels_s41_kpair_swizzled.patch") \
+    && cp /tmp/kp/kernels/_matmul_ws.py kernels/_s41kp_ws.py \
+    && sed 's/from kernels._matmul_ws import/from kernels._s41kp_ws import/' /tmp/kp/kernels/_matmul_gluon.py \
+      > kernels/_s41kp_gluon.py
+}
 
 case "$CALL" in
   call1)
@@ -487,6 +474,7 @@ case "$CALL" in
       w8,w6k,w8e1k 2>&1 | tee -a "${LOG}_gemm_kpair.log"
     ;;
   call6)
+    kpair_copies || exit 3
     timeout 300 python3 /tmp/s41/gemm_kp2.py 5 0.2 \
       104x4096x4096,127x4096x4096,104x4096x1024,104x4096x8192,512x1024x4096,4096x128x4096,96x512x4096,512x512x8192,65x1024x4096 \
       2>&1 | tee "${LOG}_gemm_kp2.log"
@@ -501,13 +489,7 @@ case "$CALL" in
       -p no:cacheprovider -n 8 2>&1 | tail -15 | tee "${LOG}_gpu_tests_matmul.log"
     ;;
   call9)
-    ROOT=$(pwd)
-    mkdir -p /tmp/kp/kernels && cp kernels/_matmul_ws.py kernels/_matmul_gluon.py kernels/compile_check_mm.py /tmp/kp/kernels/
-    (cd /tmp/kp && patch -s -p1 < "$ROOT/docs/measurements/kernels_s41_kpair.patch" \
-      && patch -s -p1 < "$ROOT/docs/measurements/kernels_s41_kpair_swizzled.patch") || exit 3
-    cp /tmp/kp/kernels/_matmul_ws.py kernels/_s41kp_ws.py
-    sed 's/from kernels._matmul_ws import/from kernels._s41kp_ws import/' /tmp/kp/kernels/_matmul_gluon.py \
-      > kernels/_s41kp_gluon.py
+    kpair_copies || exit 3
     for v in ship kp8w0 slim; do
       ncu_prof ${v}_104x4096x4096 python3 /tmp/s41/gemm_var_once.py $v 104x4096x4096
       python3 - /tmp/ncu/${v}_104x4096x4096_raw.csv <<'PY'
@@ -533,8 +515,14 @@ PY
   call11)
     timeout 150 python3 -m pytest tests/kernels/test_matmul_ws.py -m gpu -q -p no:cacheprovider -n 8 2>&1 | tail -15 \
       | tee "${LOG}_gpu_tests_matmul_ws.log"
-    timeout 40 python3 /tmp/s41/gemm_light_route.py 3 0.2 104x4096x4096,512x1024x4096,4096x128x4096 2>&1 \
+    timeout 40 python3 /tmp/s41/gemm_light.py 3 0.2 104x4096x4096,512x1024x4096,4096x128x4096 shipped 2>&1 \
       | tee "${LOG}_gemm_light_route.log"
+    ;;
+  call12)
+    timeout 30 python3 /tmp/s41/gemm_light.py 1 0.05 104x4096x1024 shipped 2>&1 | tee "${LOG}_harnesses.log"
+    kpair_copies || exit 3
+    timeout 30 python3 /tmp/s41/gemm_kp2.py 1 0.05 104x4096x1024 2>&1 | tee -a "${LOG}_harnesses.log"
+    timeout 40 python3 /tmp/s41/gemm_diag.py 1 0.05 104x4096x1024 2>&1 | tee -a "${LOG}_harnesses.log"
     ;;
   *) echo "unknown call $CALL"; exit 2 ;;
 esac

@@ -149,10 +149,16 @@ def must_run(ok: bool, what: str, why: Callable[[], str] = lambda: "") -> None:
         raise RuntimeError(f"{what} did not run: {why()}")
 
 
-def timings_line(times: dict[str, list[float]], errs: dict[str, float]) -> str:
-    """``name median (min-max) [error]`` for each of :func:`steady_in_turns`' timings, its error beside."""
-    return ", ".join(f"{name} {statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f}) [{errs[name]:.1e}]"
-                     for name, v in times.items())
+def timings_line(times: dict[str, list[float]], errs: dict[str, float] | None = None) -> str:
+    """``name median (min-max) [error]`` for each of :func:`steady_in_turns`' timings, its error beside (none
+    without ``errs``)."""
+    return ", ".join(f"{name} {statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f})"
+                     + (f" [{errs[name]:.1e}]" if errs is not None else "") for name, v in times.items())
+
+
+def faster_in(times: dict[str, list[float]], a: str, b: str) -> str:
+    """``k/n``: in how many of the n rounds :func:`steady_in_turns` timed ``a`` faster than ``b``."""
+    return f"{sum(x < y for x, y in zip(times[a], times[b], strict=True))}/{len(times[a])}"
 
 
 def ratios(times: dict[str, list[float]], base: str, skip: Iterable[str] = ()) -> str:

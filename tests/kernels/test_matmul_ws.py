@@ -28,6 +28,24 @@ def test_ws_falls_back_to_repack_where_it_cannot_run(how, device, gen):
     check_matmul(70, 104, 40, torch.bfloat16, device, gen, misaligned_b=how, gluon=True)
 
 
+def _stand_in_kernel(calls: list, flag: str, default: int, refused: Exception):
+    """The Gluon kernel stood in for (it runs on sm_90 only): each launch records its constexpr ``flag`` in ``calls``
+    and raises ``refused`` where that is not ``default`` (a build its PTX rewrite refuses), else computes the product
+    from its descriptors."""
+
+    class StandIn:
+        def __getitem__(self, grid):
+            def launch(a_desc, b_desc, c_desc, *args, **kwargs):
+                calls.append(kwargs.get(flag, default))
+                if calls[-1] != default:
+                    raise refused
+                c_desc.base.copy_((a_desc.base.float() @ b_desc.base.float()).to(c_desc.base.dtype))
+
+            return launch
+
+    return StandIn()
+
+
 def test_cluster_build_failure_falls_back_once(device, gen, monkeypatch):
     """The clustered build failing (the PTX rewrite refusing Triton's PTX) is said once, switches the clustered route
     off, and the unclustered kernel takes the product; the Gluon kernel is stood in for (it runs on sm_90 only) by
@@ -38,18 +56,8 @@ def test_cluster_build_failure_falls_back_once(device, gen, monkeypatch):
     from kernels import matmul as mm
 
     calls = []
-
-    class StandIn:
-        def __getitem__(self, grid):
-            def launch(a_desc, b_desc, c_desc, *args, CLUSTER=1, **kwargs):
-                calls.append(CLUSTER)
-                if CLUSTER == 2:
-                    raise _ptx_cluster.PtxRewriteError("found 0 copies through the descriptor of parameter 5")
-                c_desc.base.copy_((a_desc.base.float() @ b_desc.base.float()).to(c_desc.base.dtype))
-
-            return launch
-
-    monkeypatch.setattr(mg, "matmul_ws_kernel", StandIn())
+    refused = _ptx_cluster.PtxRewriteError("found 0 copies through the descriptor of parameter 5")
+    monkeypatch.setattr(mg, "matmul_ws_kernel", _stand_in_kernel(calls, "CLUSTER", 1, refused))
     monkeypatch.setattr(mg, "runnable", lambda *a: True)
     monkeypatch.setattr(mg, "_broken_cluster", [])
     monkeypatch.setattr(mm, "_tma_ok", lambda *ts: True)
@@ -74,18 +82,8 @@ def test_light_build_failure_falls_back_once(device, monkeypatch):
     from kernels import _ptx_barriers
 
     calls = []
-
-    class StandIn:
-        def __getitem__(self, grid):
-            def launch(a_desc, b_desc, c_desc, *args, LIGHT_PTX=0, **kwargs):
-                calls.append(LIGHT_PTX)
-                if LIGHT_PTX:
-                    raise _ptx_barriers.PtxRewriteError("a release barrier past an unknown instruction")
-                c_desc.base.copy_((a_desc.base.float() @ b_desc.base.float()).to(c_desc.base.dtype))
-
-            return launch
-
-    monkeypatch.setattr(mg, "matmul_ws_kernel", StandIn())
+    refused = _ptx_barriers.PtxRewriteError("a release barrier past an unknown instruction")
+    monkeypatch.setattr(mg, "matmul_ws_kernel", _stand_in_kernel(calls, "LIGHT_PTX", 0, refused))
     monkeypatch.setattr(mg, "LIGHT_ERROR", None)
     monkeypatch.setattr(mg, "_broken_light", [])
     a = torch.randn(70, 40, dtype=torch.bfloat16, device=device)

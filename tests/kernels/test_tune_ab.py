@@ -100,6 +100,8 @@ def test_timing_lines_and_ratios():
                                                  "[2.0e-03], before 11.00 (11.00-11.00) [3.0e-03]")
     assert tune_ab.ratios(times, "cublas") == "new 2.000, before 1.000"
     assert tune_ab.ratios(times, "before", ["cublas"]) == "new 2.000"
+    assert tune_ab.timings_line({"new": times["new"]}) == "new 5.50 (5.00-6.00)"
+    assert tune_ab.faster_in(times, "new", "before") == "3/3" and tune_ab.faster_in(times, "cublas", "before") == "1/3"
 
 
 def test_must_run_names_what_did_not_run():
