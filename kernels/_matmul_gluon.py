@@ -75,8 +75,28 @@ MID_EFFICIENCY = 0.94
 # 1.14, 256x1024x8192 1.05 (-> 1.01), 256x512x4096 (4 chunks) 1.23, 384x1024x4096 1.12, 256x2048x4096 1.11,
 # 200x2048x1024 1.14, 1024x512x1024 1.12, 1024 / 640 x 512 x 4096 1.11 / 1.12, 300x1024x4096 1.12 (-> 0.97),
 # 4096x128x4096 1.19, 4096x128x1024 1.20, 2048x256x4096 1.24; bitwise the same output where unsplit.
-WS_HALF_CONFIG: tuple = (64, 64, 64, 8, 8, 0)
-HALF_MAX_M, HALF_SPLIT_MIN_K_STEPS = 128, 64
+# Since session 42 with K steps of 128 on a 5-stage ring (160 KB of 32 KB stages): half the consumer's ready waits,
+# wgmma waits and slot releases for the same wgmma work (session 41: its chain alone, no copies, 121 ns a 64-wide K
+# step against cuBLAS's 111 for its whole kernel).  H200, session 42 calls 1-3, steady state, x the 64-wide steps at
+# 8 stages (the same K chunks): 65 / 96 / 104 / 127 / 128 x 4096 x 4096 1.14 / 1.12 / 1.14 / 1.12 / 1.12 (x cuBLAS
+# at 104: 0.86 -> 0.98), 384x1024x4096 1.12, 256x2048x4096 1.13, 300x1024x4096 1.16, 640x512x4096 1.15, 100x1024x2048
+# 1.16, 128x4096x1024 1.11, 256x1024x8192 (2 chunks) 1.14 (x cuBLAS 1.00 -> 1.14), 96x2048x4096 (2) 1.12, 65 / 100 x
+# 1024 x 4096 (4) 1.07, 128x1024x8192 (4) 1.06, 1024x512x1024 1.04, 4096x128x1024 1.04, 512x512x8192 (2) 1.01,
+# 2048x256x4096 1.01, 4096x128x4096 1.00; bitwise the same output where unsplit.  At 6 stages (192 KB) 0.94-1.18
+# (512x512x8192 0.94, 4096x128x4096 0.97-1.00), at 4 0.87-1.08; K split by default_split's rule in 64-wide steps (in
+# 128-wide ones fewer chunks: 0.93-0.98 at 16-32 tiles).  As routed (call 4, x session 41's route; x cuBLAS before ->
+# after): 96 / 128 x 2048 x 4096 1.16 / 1.14 (0.85 -> 0.99, 0.98 -> 1.11), 96x1536x4096 1.16, 104x4096x4096 1.14
+# (0.81 -> 0.92), 512x1024x4096 1.11 (0.86 -> 0.95), 256x1024x8192 1.14 (-> 1.10), 300x1024x4096 1.13 (-> 1.11),
+# 80x1024x8192 1.09, 65x1024x4096 1.07, 512x512x8192 1.00, 256x512x4096 1.01, 4096x128x4096 0.99; GEMM GPU tests
+# 527 passed (call 4), 531 on the committed rules (call 9).
+WS_HALF_CONFIG: tuple = (64, 64, 128, 8, 5, 0)
+HALF_MAX_M = 128
+# K split where they fill at most half the SMs and K has at least HALF_SPLIT_MIN_K_STEPS[0] (64-wide) steps, or [1]
+# where they fill more than a quarter: session 42 call 3, 128-wide K steps, x K in 2 chunks at 64 tiles, unsplit:
+# 96 / 128 x 2048 x 4096 1.03 / 1.01, 4096x64x4096 1.06; at 16-32 tiles 4 chunks stay ahead (x unsplit 1.03-1.14).
+# Call 4 as routed, x the same tiles split at 64 steps there: 96 x 1536 / 2048 x 4096 1.03 / 1.03, 128x2048x4096
+# 1.02, 4096x64x4096 1.07.
+HALF_SPLIT_MIN_K_STEPS = (64, 128)
 # and 64x128 tiles (8 stages, unsplit) where the 64x64 ones take more than a round and those fit one: H200, session
 # 40 call 7, steady state, x the 128x64 tiles (one tile row, unsplit): 96 x 4352 / 5120 / 6144 / 7168 / 8192 x 4096
 # 1.01 / 1.02 / 1.03 / 1.05 / 1.11 (x cuBLAS 0.98 at 8192), 65x8192x4096 1.12, 128x8192x4096 1.04, 80x8448x4096
@@ -110,6 +130,7 @@ FIT_HALVES_MIN_PAST = 32
 # default: 128x128 tiles (EPI 1) in 2-4 chunks ran 0.19-0.76x the shipped route at 80-1024 rows, 128x256 tiles
 # 0.03-0.45x (their build spills 1,186 bytes: the partials' sum beside a 128-register accumulator) (call 6).
 SPLIT_MAX, SPLIT_MIN_K_STEPS, SPLIT_BLOCK_N = 4, 16, (64,)
+SPLIT_STEP_K = 64  # default_split's K steps (HALF_SPLIT_MIN_K_STEPS, SPLIT_MIN_K_STEPS) are this wide at any BLOCK_K
 _LOCKS: dict = {}  # per-tile arrival counters of split GEMMs, a buffer per (device, stream)
 # consumer registers after setmaxnreg, launch-time maxnreg (12 warps share the 64K register file; the producer
 # warpgroup keeps (168 * 384 - 208 * 256) / 128 = 88 per thread)
@@ -118,6 +139,8 @@ CONSUMER_REGS, MAXNREG = 208, 168
 # stages only for 64-column tiles (WS_DEEP_BLOCK_N: 128x128 tiles build at 5-6 but were not faster, session 38)
 WS_BLOCK_M, WS_BLOCK_N, WS_BLOCK_K, WS_STAGES, WS_EPI = (64, 128), (64, 128, 192, 256), (64,), (3, 4, 6, 8, 12), (0, 1)
 WS_DEEP_BLOCK_N = (64,)
+# K steps of 128 (32 KB stages) only for the 64x64 tiles (WS_WIDE_K_TILES), at WS_WIDE_K_STAGES stages (session 42)
+WS_WIDE_K, WS_WIDE_K_TILES, WS_WIDE_K_STAGES = 128, ((64, 64),), (4, 5, 6)
 # 64-row tiles (one consumer warpgroup) of 64 or 128 columns; more than 8 stages only for 64x64 tiles
 WS_HALF_BLOCK_N = (64, 128)
 # tile widths that are not a power of two (Gluon's shapes are): computed as BLOCK_N + BLOCK_N2 columns through two
@@ -147,12 +170,16 @@ def check_ws_config(config: tuple) -> tuple:
     allowed = (f"(BLOCK_M in {WS_BLOCK_M}, BLOCK_N in {WS_BLOCK_N}, BLOCK_K in {WS_BLOCK_K}, GROUP_M >= 1, "
                f"STAGES in {WS_STAGES}, more than 4 only with BLOCK_N in {WS_DEEP_BLOCK_N} or BLOCK_M 64, more than "
                f"8 only with 64x64 tiles, BLOCK_M 64 only with BLOCK_N in {WS_HALF_BLOCK_N}, EPI in {WS_EPI}, "
-               f"EPI 0 with BLOCK_N in {tuple(WS_SPLIT_BLOCK_N)})")
+               f"EPI 0 with BLOCK_N in {tuple(WS_SPLIT_BLOCK_N)}; or BLOCK_K {WS_WIDE_K} with 64x64 tiles and STAGES "
+               f"in {WS_WIDE_K_STAGES})")
     if not isinstance(config, tuple) or len(config) != 6 or not all(isinstance(v, int) for v in config):
         raise ValueError(f"ws must be a tuple of 6 ints {allowed}, got {config!r}")
     bm, bn, bk, group, stages, epi = config
-    if bm not in WS_BLOCK_M or bn not in WS_BLOCK_N or bk not in WS_BLOCK_K or group < 1 or stages not in WS_STAGES \
-            or (stages > 4 and bn not in WS_DEEP_BLOCK_N and bm != 64) or (stages > 8 and (bm, bn) != (64, 64)) \
+    wide_k = bk == WS_WIDE_K and (bm, bn) in WS_WIDE_K_TILES and stages in WS_WIDE_K_STAGES
+    ring_ok = wide_k or (bk in WS_BLOCK_K and stages in WS_STAGES and not (stages > 4 and bn not in WS_DEEP_BLOCK_N
+                                                                           and bm != 64)
+                         and not (stages > 8 and (bm, bn) != (64, 64)))
+    if bm not in WS_BLOCK_M or bn not in WS_BLOCK_N or group < 1 or not ring_ok \
             or (bm == 64 and bn not in WS_HALF_BLOCK_N) or epi not in WS_EPI or (bn in WS_SPLIT_BLOCK_N and epi):
         raise ValueError(f"ws config {config} is not one the Gluon GEMM builds: {allowed}")
     return config
@@ -207,10 +234,12 @@ def default_split(m: int, n: int, k: int, config: tuple, sms: int) -> int:
     """How many chunks of K ``config``'s tiles take for an (m, n, k) product (1: unsplit): the largest power of two
     up to ``SPLIT_MAX`` whose chunks (of at least ``SPLIT_MIN_K_STEPS`` K steps) still fit one round of the ``sms``
     SMs; only tiles of ``SPLIT_BLOCK_N`` columns, of 128 rows where they fill at most a quarter of the SMs, of 64 rows
-    where K has at least ``HALF_SPLIT_MIN_K_STEPS`` steps."""
+    where K has at least ``HALF_SPLIT_MIN_K_STEPS`` steps (the first where they fill at most a quarter of the SMs, the
+    second above).  K steps counted ``SPLIT_STEP_K`` wide whatever the tiles' BLOCK_K."""
     tiles = _tiles(m, n, config)
-    split, k_steps = 1, triton.cdiv(k, config[2])
-    if config[1] not in SPLIT_BLOCK_N or (k_steps < HALF_SPLIT_MIN_K_STEPS if config[0] == 64 else 4 * tiles > sms):
+    split, k_steps = 1, triton.cdiv(k, SPLIT_STEP_K)
+    half_min_k_steps = HALF_SPLIT_MIN_K_STEPS[0 if 4 * tiles <= sms else 1]
+    if config[1] not in SPLIT_BLOCK_N or (k_steps < half_min_k_steps if config[0] == 64 else 4 * tiles > sms):
         return 1
     while 2 * split <= SPLIT_MAX and tiles * 2 * split <= sms and k_steps >= 2 * split * SPLIT_MIN_K_STEPS:
         split *= 2

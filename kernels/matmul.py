@@ -199,8 +199,12 @@ GLUON_MIN_M = SMALL_M + 1
 # N from 128 (session 38 call 9: the Triton kernel 1.065-3.57x slower than the Gluon kernel's tiles as
 # ``default_config`` picks them; x cuBLAS before -> after: 4096x512x4096 0.66 -> 0.99, 2048x512x2048 0.34 -> 0.77,
 # 8192x256x4096 0.68 -> 0.92, 4096x768x4096 0.79 -> 0.99, 1024x512x1024 0.29 -> 0.77, 16384x128x4096 0.63 -> 0.96,
-# 512x512x8192 0.16 -> 0.56, 4096x896x4096 0.92 -> 0.98).
-GLUON_MIN_N = 128
+# 512x512x8192 0.16 -> 0.56, 4096x896x4096 0.92 -> 0.98).  Since session 42 from 64 (B's 128-byte rows: one 64x64
+# tile column): H200, session 42 call 3, steady state, the Gluon kernel's tiles x the Triton kernel that took them
+# (x cuBLAS after): 4096x64x4096 4.1 (1.04), 8192x64x4096 2.4 (1.02), 16384x64x4096 1.8 (0.98), 1024x64x4096 5.3
+# (0.84), 2048x64x2048 4.0 (0.91), 8192x64x1024 3.1 (1.06), 512x64x8192 8.1 (0.71); call 4 as routed, x session
+# 41's route: 4096x64x4096 4.51 (x cuBLAS 0.24 -> 1.10), 2048x64x2048 3.95 (0.23 -> 0.90).
+GLUON_MIN_N = 64
 
 
 def gluon_default(m: int, n: int, aligned: bool = False) -> bool:

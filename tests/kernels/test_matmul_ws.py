@@ -16,7 +16,8 @@ WS_CFGS = [(128, 256, 64, 8, 3, 0), (128, 256, 64, 8, 4, 1), (128, 128, 64, 8, 4
            (128, 64, 64, 8, 6, 1), (128, 192, 64, 8, 4, 0), (128, 256, 64, 1, 3, 0)]
 # 64-row tiles: one consumer warpgroup a CTA
 HALF_CFGS = [mg.WS_HALF_CONFIG, mg.WS_HALF_WIDE_CONFIG, (64, 64, 64, 8, 12, 0), (64, 128, 64, 8, 8, 1),
-             (64, 64, 64, 1, 6, 1), (64, 128, 64, 8, 4, 0)]
+             (64, 64, 64, 1, 6, 1), (64, 128, 64, 8, 4, 0), (64, 64, 64, 8, 8, 0), (64, 64, 128, 8, 6, 0),
+             (64, 64, 128, 1, 4, 1)]  # and K steps of 128 (64x64 tiles only)
 
 
 @pytest.mark.parametrize("how", ["ws", "ws-tma", "ws-repack", "ws-mc"])
@@ -114,7 +115,8 @@ def test_gluon_default_rule():
     assert mm.gluon_default(65, 4096, aligned=True) and mm.gluon_default(127, 1024, aligned=True)
     assert mm.gluon_default(4096, 512, aligned=True) and mm.gluon_default(16384, 128, aligned=True)
     assert not mm.gluon_default(2048, 2048)  # 128 tiles, B misaligned: the repack route as before
-    assert not mm.gluon_default(4096, 120, aligned=True) and not mm.gluon_default(127, 64, aligned=True)
+    assert mm.gluon_default(127, 64, aligned=True) and mm.gluon_default(16384, 64, aligned=True)  # one tile column
+    assert not mm.gluon_default(4096, 56, aligned=True) and not mm.gluon_default(127, 8, aligned=True)
     assert not mm.gluon_default(64, 4096, aligned=True)  # decode-sized: the TMA kernel's transposed tiles
 
 
@@ -187,7 +189,9 @@ def test_ws_config_rejected_where_it_cannot_run(device):
                                  (128, 256, 64, 8, 3, 2), (32, 64, 64, 8, 3, 0), (64, 192, 64, 8, 4, 0),
                                  (128, 256, 64, 8, 3), [128, 256, 64, 8, 3, 0], (128, 256, 64, 8, 8, 0),
                                  (128, 128, 64, 8, 6, 0), (128, 64, 64, 8, 5, 0), (128, 64, 64, 8, 12, 0),
-                                 (64, 128, 64, 8, 12, 0), (64, 64, 64, 8, 16, 0)])
+                                 (64, 128, 64, 8, 12, 0), (64, 64, 64, 8, 16, 0), (64, 64, 64, 8, 5, 0),
+                                 (64, 64, 128, 8, 8, 0), (64, 64, 128, 8, 3, 0), (64, 128, 128, 8, 4, 0),
+                                 (128, 64, 128, 8, 4, 0), (64, 64, 256, 8, 4, 0)])
 def test_ws_config_checked_before_anything_runs(cfg, device):
     """A ws config outside what the kernel builds is a ValueError naming the allowed values, on any machine,
     before a launch (a build failure of an explicit config would otherwise have nothing to say)."""
@@ -261,7 +265,9 @@ def test_matmul_gpu_default_routes(gluon, m, n, k, dtype, gen):
     (2000, 256, 520, torch.bfloat16),
     # above 128 rows on 64-row tiles: 64x64 (K split in 2 at 512x512x8192), 64x128 at 129-192 rows
     (512, 512, 8192, torch.bfloat16), (4096, 128, 1024, torch.float16), (160, 4096, 2048, torch.bfloat16),
-    (319, 1024, 776, torch.bfloat16)])
+    (319, 1024, 776, torch.bfloat16),
+    # one tile column (N = 64): 64x64 tiles with K split, unsplit and past a round (128x64 tiles)
+    (4096, 64, 4096, torch.bfloat16), (300, 64, 4096, torch.float16), (16384, 64, 520, torch.bfloat16)])
 def test_matmul_gpu_small_aligned_take_the_gluon_kernel(m, n, k, dtype, gen):
     """Under a wave of wide tiles a B that TMA reads goes to the Gluon kernel on default_config's tiles (ragged edges
     clipped by the copy engine): the default's output is that kernel's, bitwise, and right."""
@@ -377,8 +383,11 @@ def test_matmul_gpu_ws_fitted_edges_bitwise(m, n, k, pitch, cfg, gen, monkeypatc
     (768, 4096, 4096, mg.WS_MID_CONFIG, 1), (100, 1024, 4096, mg.WS_NARROW_CONFIG, 1),  # only 64-column tiles split
     # 64-row tiles: where they fill at most half the SMs and K has at least HALF_SPLIT_MIN_K_STEPS steps
     (100, 1024, 4096, mg.WS_HALF_CONFIG, 4), (96, 512, 4096, mg.WS_HALF_CONFIG, 4),
-    (80, 1024, 8192, mg.WS_HALF_CONFIG, 4), (96, 2048, 4096, mg.WS_HALF_CONFIG, 2),
-    (96, 1536, 4096, mg.WS_HALF_CONFIG, 2), (96, 4096, 4096, mg.WS_HALF_CONFIG, 1),
+    (80, 1024, 8192, mg.WS_HALF_CONFIG, 4), (96, 2048, 8192, mg.WS_HALF_CONFIG, 2),
+    (96, 4096, 4096, mg.WS_HALF_CONFIG, 1),
+    (96, 2048, 4096, mg.WS_HALF_CONFIG, 1), (96, 1536, 4096, mg.WS_HALF_CONFIG, 1),  # over a quarter: 128 K steps
+    (4096, 64, 4096, mg.WS_HALF_CONFIG, 1), (4096, 64, 8192, mg.WS_HALF_CONFIG, 2),
+    (100, 1024, 4096, (64, 64, 64, 8, 8, 0), 4), (100, 1024, 2048, (64, 64, 64, 8, 8, 0), 1),  # 64-wide steps alike
     (100, 1024, 2048, mg.WS_HALF_CONFIG, 1), (128, 4096, 1024, mg.WS_HALF_CONFIG, 1),
     (512, 512, 8192, mg.WS_HALF_CONFIG, 2), (256, 512, 4096, mg.WS_HALF_CONFIG, 4),  # above 128 rows alike
     (1024, 512, 4096, mg.WS_HALF_CONFIG, 1),
@@ -386,8 +395,9 @@ def test_matmul_gpu_ws_fitted_edges_bitwise(m, n, k, pitch, cfg, gen, monkeypatc
     (256, 1024, 8192, mg.WS_CONFIG, 1), (4096, 4096, 4096, mg.WS_CONFIG, 1)])
 def test_default_split(m, n, k, config, want, monkeypatch):
     """K is split where 128x64 tiles fill at most a quarter of the SMs, 64-row tiles half with at least
-    HALF_SPLIT_MIN_K_STEPS K steps: the largest power of two up to SPLIT_MAX whose chunks still fit one round, each at
-    least SPLIT_MIN_K_STEPS K steps; none with SPLIT_MAX 1."""
+    HALF_SPLIT_MIN_K_STEPS K steps (more above a quarter): the largest power of two up to SPLIT_MAX whose chunks still
+    fit one round, each at least SPLIT_MIN_K_STEPS K steps (64 wide whatever the tiles' BLOCK_K); none with
+    SPLIT_MAX 1."""
     assert mg.default_split(m, n, k, config, 132) == want
     monkeypatch.setattr(mg, "SPLIT_MAX", 1)
     assert mg.default_split(m, n, k, config, 132) == 1
