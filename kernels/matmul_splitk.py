@@ -232,6 +232,15 @@ def matmul_splitk(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, num_sms: in
 # 8.8 us vs 12.4 (persistent kernel) and cuBLAS 8.4; the same tiles with in-kernel descriptors 11.5; every
 # split (2-8, 64-256 columns) slower (10.7-36.7).
 SPLITK_TMA_CONFIG: tuple | None = (1, 32, 128, 4, 6, True)
+# Its unsplit tiles' K split where they leave SMs idle and K is at least NARROW_SPLIT_MIN_K (``default_tma_split``):
+# the largest power of two up to NARROW_SPLIT_MAX whose programs stay within one wave, each chunk at least
+# NARROW_SPLIT_MIN_K_TILES K tiles.  H200, session 42 call 7, steady state, x unsplit: 64x1024x4096 4 chunks 1.21 (2
+# chunks 1.14), 64x2048x4096 2 chunks 1.10 (4 chunks 0.77: past a wave), 64x1024x1024 2 / 4 chunks 0.79 / 0.72,
+# 64x4096x4096 (128 tiles) 2 chunks 0.65.  Call 8, the rule x unsplit (x cuBLAS after): 64 / 56 / 49 x 1024 x 4096
+# 1.21 / 1.32 / 1.14 (1.00 / 1.01 / 0.96), 64x2048x4096 1.11 (1.08), 64x512x4096 1.25 (0.98), 60x1536x4096 1.19
+# (1.03), 64x1024x14336 2.17 (0.92), 64x2048x14336 1.26 (1.02), 64x256x8192 1.77 (0.88); at 64x1024x2048 2 chunks of 8
+# K tiles 0.93 (hence NARROW_SPLIT_MIN_K).
+NARROW_SPLIT_MAX, NARROW_SPLIT_MIN_K_TILES, NARROW_SPLIT_MIN_K = 4, 8, 4096
 # Wider unsplit tiles, widest first, for any M <= 64 (ahead of split-K and of SPLITK_TMA_CONFIG's narrow tiles):
 # taken when they fill at least WIDE_MIN_FILL of the waves they make (tiles / (waves x SMs)).  Session 14 (A's box
 # fitted to M; kernels/NOTES.md, calls 3-5), graph-timed, H100 / H200 against the previous default: 16x14336x4096 in
@@ -318,13 +327,20 @@ def tma_splitk_ok(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
 def default_tma_split(m: int, n: int, k: int, num_sms: int) -> int:
     """Split count of the default TMA split-K path (SPLITK_TMA_CONFIG's split, cut so the programs stay one wave
     and every chunk has >= 4 K tiles), or 0 when that leaves fewer than 2 chunks (``default_tma_config``'s last
-    resort instead, else the persistent kernel; a split-1 config: 1 when its tiles fit in one wave)."""
+    resort instead, else the persistent kernel; a split-1 config: 0 past one wave of its tiles, else as many chunks as
+    NARROW_SPLIT_MAX, NARROW_SPLIT_MIN_K_TILES and NARROW_SPLIT_MIN_K allow)."""
     if SPLITK_TMA_CONFIG is None:
         return 0
     want, bn, bk = SPLITK_TMA_CONFIG[:3]
     tiles = triton.cdiv(m, 64) * triton.cdiv(n, bn)
-    if want == 1:  # unsplit: one tile per program, one wave
-        return 1 if tiles <= num_sms else 0
+    if want == 1:  # one tile per program, one wave; K split where the tiles leave SMs idle (NARROW_SPLIT_MAX)
+        if tiles > num_sms:
+            return 0
+        split = 1
+        while (k >= NARROW_SPLIT_MIN_K and 2 * split <= NARROW_SPLIT_MAX and 2 * split * tiles <= num_sms
+               and triton.cdiv(k, bk) >= 2 * split * NARROW_SPLIT_MIN_K_TILES):
+            split *= 2
+        return split
     split = min(want, num_sms // tiles, triton.cdiv(k, bk) // 4)
     return split if split >= 2 else 0
 

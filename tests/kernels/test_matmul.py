@@ -356,13 +356,15 @@ def test_matmul_gpu_split_k_tma(m, n, k, cfg, gen):
                                            (5, 2048, 4096), (7, 512, 8192), (48, 1000, 3000), (12, 4096, 512),
                                            (1, 14336, 4096), (30, 64, 2000), (4, 512, 3000), (3, 40, 1000),
                                            (40, 64, 65536), (33, 4096, 4096), (40, 8192, 1000), (47, 5120, 776),
-                                           (1, 512, 8192), (1, 2048, 4096)])
+                                           (1, 512, 8192), (1, 2048, 4096), (64, 1024, 4096), (49, 2048, 3000),
+                                           (60, 1000, 14336), (64, 256, 2056)])
 def test_matmul_gpu_small_m_default(m, n, k, gen):
     """M <= 64 on the default path (the TMA kernel, A's box fitted to M; M <= 48: the tiles transposed, 128 or 64
     columns, K split below a quarter of a wave of them, A by pointer loads up to M = 8, through boxes of 32 + 16
     rows at 32 < M <= 40 unsplit, through two overlapping windows where the boxes would be zero-filled for more than
     8 rows past M; larger M:
-    its wide tiles where they fill the GPU, over one or more waves, else SPLITK_TMA_CONFIG's, else wide tiles filling
+    its wide tiles where they fill the GPU, over one or more waves, else SPLITK_TMA_CONFIG's (K split where they leave
+    SMs idle), else wide tiles filling
     half their waves, else the persistent kernel), twice."""
     for _ in range(2):
         check_matmul(m, n, k, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32)
@@ -387,8 +389,21 @@ def test_default_tma_split_rule(monkeypatch):
     assert sk.default_tma_split(64, 14336, 4096, 132) == 0  # 112 tiles: no room for a second chunk
     assert sk.default_tma_split(64, 4096, 1024, 132) == 2  # chunks of >= 4 K tiles
     monkeypatch.setattr(sk, "SPLITK_TMA_CONFIG", (1, 32, 128, 4, 6, True))
-    assert sk.default_tma_split(64, 4096, 4096, 132) == 1
+    assert sk.default_tma_split(64, 4096, 4096, 132) == 1  # 128 tiles: one wave
     assert sk.default_tma_split(64, 8192, 4096, 132) == 0
+    # tiles leaving SMs idle, K >= NARROW_SPLIT_MIN_K: K split, programs within a wave, chunks of >=
+    # NARROW_SPLIT_MIN_K_TILES K tiles
+    assert sk.default_tma_split(64, 1024, 4096, 132) == 4  # 32 tiles x 4
+    assert sk.default_tma_split(49, 2048, 4096, 132) == 2  # 64 tiles x 2
+    assert sk.default_tma_split(64, 3072, 4096, 132) == 1  # 96 tiles: no room for a second chunk
+    assert sk.default_tma_split(64, 1024, 2048, 132) == 1  # K under NARROW_SPLIT_MIN_K
+    assert sk.default_tma_split(64, 1024, 1024, 132) == 1
+    monkeypatch.setattr(sk, "NARROW_SPLIT_MIN_K", 2048)
+    assert sk.default_tma_split(64, 1024, 2048, 132) == 2  # 16 K tiles: two chunks of 8
+    assert sk.default_tma_split(64, 1024, 1024, 132) == 1  # 8 K tiles: one chunk
+    assert sk.default_tma_split(64, 256, 14336, 132) == 4  # 8 tiles: NARROW_SPLIT_MAX
+    monkeypatch.setattr(sk, "NARROW_SPLIT_MAX", 1)
+    assert sk.default_tma_split(64, 1024, 4096, 132) == 1
 
 
 def test_default_tma_config_rule(monkeypatch):
@@ -399,6 +414,7 @@ def test_default_tma_config_rule(monkeypatch):
     assert (wide[1], mid[1], narrow[1], sk.SWAP_MAX_M) == (128, 64, 32, 48)
     # M > 48: the tiles as they are
     assert sk.default_tma_config(64, 4096, 4096, 132) == narrow  # 128 tiles of 32 columns; 64 of 64: half a wave
+    assert sk.default_tma_config(64, 1024, 4096, 132) == (4, *narrow[1:])  # 32 of them: K in 4 chunks
     assert sk.default_tma_config(56, 8192, 4096, 132) == mid  # 256 narrow tiles: 128 of 64 columns
     assert sk.default_tma_config(64, 6144, 4096, 132) == mid  # 48 wide tiles are too few; 96 of 64 columns
     assert sk.default_tma_config(64, 11008, 4096, 132) == wide  # 86 tiles: 0.652 of a wave
