@@ -58,7 +58,7 @@ from kernels.matmul import GLUON_MIN_M, matmul
 from kernels.tune_ab import (faster_in, gemm_operands, module_copy, must_run, outputs_and_errors, patched, ratios,
                              steady_in_turns, timings_line)
 
-mg.WS_BLOCK_K, mg.WS_STAGES = (64, 128), (3, 4, 5, 6, 8, 12)
+mg.WS_BLOCK_K, mg.WS_STAGES = (64, 128, 256), (3, 4, 5, 6, 8, 12)  # 256: session 43's
 NOLOAD = [(re.escape("mbarrier.expect(a_ready.index(s), A_BYTES + B_TMA_BYTES)"),
            "mbarrier.arrive(a_ready.index(s), count=1)"),
           (re.escape("tma.async_copy_global_to_shared(a_desc, [off_m, kt * BLOCK_K], a_ready.index(s), a_s.index(s))"),
