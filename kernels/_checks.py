@@ -274,6 +274,16 @@ def arrival_counters(cache: dict[tuple[torch.device, int], torch.Tensor], device
     return t
 
 
+def pow2_split(items: int, k_steps: int, slots: int, max_split: int, min_chunk_steps: int) -> int:
+    """K split for ``items`` work items of ``k_steps`` K steps each: the largest power of two up to ``max_split``
+    whose pieces (items x split) still fit ``slots`` and whose chunks keep at least ``min_chunk_steps`` steps (1:
+    unsplit)."""
+    split = 1
+    while 2 * split <= max_split and 2 * split * items <= slots and k_steps >= 2 * split * min_chunk_steps:
+        split *= 2
+    return split
+
+
 def next_pow2(x: int) -> int:
     return 1 if x <= 1 else 1 << (x - 1).bit_length()
 

@@ -17,6 +17,7 @@ from kernels._checks import (
     gluon_build_failed,
     gluon_runnable,
     gluon_status,
+    pow2_split,
     sm_count,
     tma_aligned,
 )
@@ -175,10 +176,11 @@ def check_ws_config(config: tuple) -> tuple:
     if not isinstance(config, tuple) or len(config) != 6 or not all(isinstance(v, int) for v in config):
         raise ValueError(f"ws must be a tuple of 6 ints {allowed}, got {config!r}")
     bm, bn, bk, group, stages, epi = config
-    wide_k = bk == WS_WIDE_K and (bm, bn) in WS_WIDE_K_TILES and stages in WS_WIDE_K_STAGES
-    ring_ok = wide_k or (bk in WS_BLOCK_K and stages in WS_STAGES and not (stages > 4 and bn not in WS_DEEP_BLOCK_N
-                                                                           and bm != 64)
-                         and not (stages > 8 and (bm, bn) != (64, 64)))
+    if bk == WS_WIDE_K and (bm, bn) in WS_WIDE_K_TILES:  # the deep K steps: their own stage counts
+        ring_ok = stages in WS_WIDE_K_STAGES
+    else:
+        ring_ok = (bk in WS_BLOCK_K and stages in WS_STAGES and (stages <= 4 or bn in WS_DEEP_BLOCK_N or bm == 64)
+                   and (stages <= 8 or (bm, bn) == (64, 64)))
     if bm not in WS_BLOCK_M or bn not in WS_BLOCK_N or group < 1 or not ring_ok \
             or (bm == 64 and bn not in WS_HALF_BLOCK_N) or epi not in WS_EPI or (bn in WS_SPLIT_BLOCK_N and epi):
         raise ValueError(f"ws config {config} is not one the Gluon GEMM builds: {allowed}")
@@ -237,13 +239,11 @@ def default_split(m: int, n: int, k: int, config: tuple, sms: int) -> int:
     where K has at least ``HALF_SPLIT_MIN_K_STEPS`` steps (the first where they fill at most a quarter of the SMs, the
     second above).  K steps counted ``SPLIT_STEP_K`` wide whatever the tiles' BLOCK_K."""
     tiles = _tiles(m, n, config)
-    split, k_steps = 1, triton.cdiv(k, SPLIT_STEP_K)
+    k_steps = triton.cdiv(k, SPLIT_STEP_K)
     half_min_k_steps = HALF_SPLIT_MIN_K_STEPS[0 if 4 * tiles <= sms else 1]
     if config[1] not in SPLIT_BLOCK_N or (k_steps < half_min_k_steps if config[0] == 64 else 4 * tiles > sms):
         return 1
-    while 2 * split <= SPLIT_MAX and tiles * 2 * split <= sms and k_steps >= 2 * split * SPLIT_MIN_K_STEPS:
-        split *= 2
-    return split
+    return pow2_split(tiles, k_steps, sms, SPLIT_MAX, SPLIT_MIN_K_STEPS)
 
 
 def runnable(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:

@@ -30,6 +30,17 @@ ncu_prof() {  # name command...: ncu --set full of the kernels the command launc
     $dir/${name}_details.txt | head -45
 }
 
+device_env() {  # session call: GPU_TAG (h200 / h100) and LOG (the call's log prefix under $OUT) set, the machine's
+  # fingerprint (date, GPU, driver, clocks, power limit, torch / CUDA / Triton) written to ${LOG}_env.txt
+  GPU_TAG=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -q H200 && echo h200 || echo h100)
+  LOG=$OUT/kernels_${GPU_TAG}_$1_$2
+  {
+    date -u
+    nvidia-smi --query-gpu=name,uuid,driver_version,pci.bus_id,clocks.max.sm,power.limit --format=csv
+    python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
+  } 2>&1 | tee "${LOG}_env.txt"
+}
+
 install_perfci() {  # the carried wheels (.whl: nvtx, plotly) into /tmp/site, perfci itself editable
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1 \
     && export PYTHONPATH=/tmp/site:. && python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1

@@ -67,13 +67,7 @@ set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 source kernels/device_lib.sh
 CALL=${1:-call1}
-GPU_TAG=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -q H200 && echo h200 || echo h100)
-LOG=$OUT/kernels_${GPU_TAG}_s41_${CALL}
-{
-  date -u
-  nvidia-smi --query-gpu=name,uuid,driver_version,pci.bus_id,clocks.max.sm,power.limit --format=csv
-  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
-} 2>&1 | tee "${LOG}_env.txt"
+[ "$CALL" = harnesses ] || device_env s41 "$CALL"  # harnesses: the files under /tmp/s41 only
 mkdir -p /tmp/s41
 
 cat > /tmp/s41/variants.py <<'PY'
@@ -524,5 +518,6 @@ PY
     timeout 30 python3 /tmp/s41/gemm_kp2.py 1 0.05 104x4096x1024 2>&1 | tee -a "${LOG}_harnesses.log"
     timeout 40 python3 /tmp/s41/gemm_diag.py 1 0.05 104x4096x1024 2>&1 | tee -a "${LOG}_harnesses.log"
     ;;
+  harnesses) ;;  # the harnesses under /tmp/s41 only (session 42's scripts import variants.py)
   *) echo "unknown call $CALL"; exit 2 ;;
 esac

@@ -37,18 +37,13 @@ set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 source kernels/device_lib.sh
 CALL=${1:-call1}
-GPU_TAG=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -q H200 && echo h200 || echo h100)
-LOG=$OUT/kernels_${GPU_TAG}_s42_${CALL}
-{
-  date -u
-  nvidia-smi --query-gpu=name,uuid,driver_version,pci.bus_id,clocks.max.sm,power.limit --format=csv
-  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
-} 2>&1 | tee "${LOG}_env.txt"
+[ "$CALL" = harnesses ] || device_env s42 "$CALL"  # harnesses: the files under /tmp/s42 only
 mkdir -p /tmp/s42
+bash kernels/device_s41.sh harnesses || exit 3  # session 41's variants.py (gemm_bk.py's NOLOAD)
 
 cat > /tmp/s42/gemm_bk.py <<'PY'
-"""argv: rounds seconds shapes (MxNxK,...) configs (name=BMxBNxBKsS,...; `noload:` before a config: its NOLOAD copy)."""
-import re
+"""argv: rounds seconds shapes (MxNxK,...) configs (name=BMxBNxBKsS,...; `noload:` before a config: its NOLOAD copy,
+session 41's variants.py under /tmp/s41)."""
 import sys
 
 import torch
@@ -58,13 +53,10 @@ from kernels.matmul import GLUON_MIN_M, matmul
 from kernels.tune_ab import (faster_in, gemm_operands, module_copy, must_run, outputs_and_errors, patched, ratios,
                              steady_in_turns, timings_line)
 
+sys.path.insert(0, "/tmp/s41")
+from variants import NOLOAD  # noqa: E402
+
 mg.WS_BLOCK_K, mg.WS_STAGES = (64, 128, 256), (3, 4, 5, 6, 8, 12)  # 256: session 43's
-NOLOAD = [(re.escape("mbarrier.expect(a_ready.index(s), A_BYTES + B_TMA_BYTES)"),
-           "mbarrier.arrive(a_ready.index(s), count=1)"),
-          (re.escape("tma.async_copy_global_to_shared(a_desc, [off_m, kt * BLOCK_K], a_ready.index(s), a_s.index(s))"),
-           "pass"),
-          (re.escape("tma.async_copy_global_to_shared(b_desc, [kt * BLOCK_K, off_n], a_ready.index(s), b_s.index(s))"),
-           "pass")]
 NOLOAD_KERNEL = module_copy("_mm_noload42", "kernels/_matmul_ws.py", NOLOAD).matmul_ws_kernel
 ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
@@ -105,20 +97,26 @@ for m, n, k in SHAPES:
 PY
 
 cat > /tmp/s42/gemm_route.py <<'PY'
-"""argv: rounds seconds shapes.  The route as committed (`new`) against session 41's (`old`: 64x64 tiles of 64-wide K
-steps at 8 stages, K split at 64 steps up to half the SMs, N from 128) and the new tiles split as before (`newq`)."""
+"""argv: rounds seconds shapes variants.  The route as committed (`new`) against itself under the module settings of
+`variants`: `gluon` (call 4): session 41's route (`old`: 64x64 tiles of 64-wide K steps at 8 stages, K split at 64
+steps up to half the SMs, N from 128) and the new tiles split as before (`newq`); `narrow` (call 8): the decode-sized
+narrow TMA tiles unsplit (`old`: NARROW_SPLIT_MAX 1); `narrow8` (session 43): in up to 8 chunks (`max8`)."""
 import sys
 
 import torch
 
 from kernels import _matmul_gluon as mg
 from kernels import matmul as mm
+from kernels import matmul_splitk as sk
 from kernels.tune_ab import faster_in, gemm_operands, outputs_and_errors, patched, ratios, steady_in_turns, timings_line
 
 ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
 SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
-OLD = [(mg, "WS_HALF_CONFIG", (64, 64, 64, 8, 8, 0)), (mg, "HALF_SPLIT_MIN_K_STEPS", (64, 64)),
-       (mm, "GLUON_MIN_N", 128)]
+GLUON_OLD = [(mg, "WS_HALF_CONFIG", (64, 64, 64, 8, 8, 0)), (mg, "HALF_SPLIT_MIN_K_STEPS", (64, 64)),
+             (mm, "GLUON_MIN_N", 128)]
+VARIANTS = {"gluon": {"old": GLUON_OLD, "newq": GLUON_OLD[1:2]}, "narrow": {"old": [(sk, "NARROW_SPLIT_MAX", 1)]},
+            "narrow8": {"max8": [(sk, "NARROW_SPLIT_MAX", 8)]}}[sys.argv[4]]
+BASE = "old" if "old" in VARIANTS else "new"
 sms = torch.cuda.get_device_properties(0).multi_processor_count
 
 
@@ -131,16 +129,19 @@ def under(fn, subs):
 for m, n, k in SHAPES:
     a, b, c, ref = gemm_operands(m, n, k)
     route = lambda: mm.matmul(a, b, out=c)  # noqa: E731
-    fns = {"cublas": lambda: torch.matmul(a, b, out=c), "old": under(route, OLD), "new": route,
-           "newq": under(route, OLD[1:2])}
+    fns = {"cublas": lambda: torch.matmul(a, b, out=c)} | {nm: under(route, subs) for nm, subs in VARIANTS.items()}
+    fns["new"] = route
     outs, errs = outputs_and_errors(fns, c, ref)
     times = steady_in_turns(fns, ROUNDS, SECONDS)
-    cfg = mg.default_config(m, n, sms)
-    print(f"{m}x{n}x{k} (new: {cfg[0]}x{cfg[1]}x{cfg[2]} s{cfg[4]} split {mg.default_split(m, n, k, cfg, sms)}, "
-          f"gluon {mm.gluon_default(m, n, True)}; errors {', '.join(f'{nm} {e:.1e}' for nm, e in errs.items())}; "
-          f"new bitwise newq: {torch.equal(outs['new'], outs['newq'])}), {ROUNDS} rounds of {SECONDS} s, us a call "
-          f"median (min-max): {timings_line(times)}; x old: {ratios(times, 'old')} (new faster in "
-          f"{faster_in(times, 'new', 'old')})", flush=True)
+    if mm.gluon_default(m, n, True):
+        cfg = mg.default_config(m, n, sms)
+        new = f"{cfg[0]}x{cfg[1]}x{cfg[2]} s{cfg[4]} split {mg.default_split(m, n, k, cfg, sms)}"
+    else:
+        new = f"TMA kernel {sk.default_tma_config(m, n, k, sms)}"
+    same = ", ".join(f"{nm} {torch.equal(outs[nm], outs['new'])}" for nm in VARIANTS)
+    wins = ", ".join(f"{faster_in(times, 'new', nm)} of {nm}" for nm in VARIANTS)
+    print(f"{m}x{n}x{k} (new: {new}; new bitwise: {same}), {ROUNDS} rounds of {SECONDS} s, us a call median (min-max) "
+          f"[error]: {timings_line(times, errs)}; x {BASE}: {ratios(times, BASE)} (new faster in {wins})", flush=True)
 PY
 
 cat > /tmp/s42/gemm_survey.py <<'PY'
@@ -198,31 +199,6 @@ for m, n, k in SHAPES:
           flush=True)
 PY
 
-cat > /tmp/s42/gemm_route64.py <<'PY'
-"""argv: rounds seconds shapes.  The route as committed (`new`: the narrow TMA tiles' K split where they leave SMs
-idle) against NARROW_SPLIT_MAX 1 (`old`: unsplit, as before) and cuBLAS."""
-import sys
-
-import torch
-
-from kernels import matmul_splitk as sk
-from kernels.matmul import matmul
-from kernels.tune_ab import faster_in, gemm_operands, outputs_and_errors, patched, ratios, steady_in_turns, timings_line
-
-ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
-SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
-sms = torch.cuda.get_device_properties(0).multi_processor_count
-for m, n, k in SHAPES:
-    a, b, c, ref = gemm_operands(m, n, k)
-    route = lambda: matmul(a, b, out=c)  # noqa: E731
-    fns = {"cublas": lambda: torch.matmul(a, b, out=c), "old": patched(route, sk, "NARROW_SPLIT_MAX", 1), "new": route}
-    errs = outputs_and_errors(fns, c, ref)[1]
-    times = steady_in_turns(fns, ROUNDS, SECONDS)
-    print(f"{m}x{n}x{k} (new: {sk.default_tma_config(m, n, k, sms)}), {ROUNDS} rounds of {SECONDS} s, us a call "
-          f"median (min-max) [error]: {timings_line(times, errs)}; x old: {ratios(times, 'old')} (new faster in "
-          f"{faster_in(times, 'new', 'old')})", flush=True)
-PY
-
 case $CALL in
   call1)
     H="h=64x64x64s8,k128s4=64x64x128s4,k128s5=64x64x128s5,k128s6=64x64x128s6"
@@ -257,7 +233,7 @@ case $CALL in
   call4)
     timeout 240 python3 /tmp/s42/gemm_route.py 5 0.2 \
       96x2048x4096,128x2048x4096,4096x64x4096,96x1536x4096,512x512x8192,256x1024x8192,80x1024x8192,65x1024x4096,104x4096x4096,512x1024x4096,4096x128x4096,2048x64x2048,300x1024x4096,256x512x4096 \
-      2>&1 | tee "${LOG}_gemm_route.log"
+      gluon 2>&1 | tee "${LOG}_gemm_route.log"
     timeout 300 python3 -m pytest tests/kernels/test_matmul.py tests/kernels/test_matmul_ws.py -m gpu -q \
       -p no:cacheprovider -n 8 > "${LOG}_gpu_tests_matmul.log" 2>&1
     echo "gpu tests rc=$?"; tail -15 "${LOG}_gpu_tests_matmul.log"
@@ -277,9 +253,9 @@ case $CALL in
       2>&1 | tee "${LOG}_gemm_m64.log"
     ;;
   call8)
-    timeout 200 python3 /tmp/s42/gemm_route64.py 5 0.2 \
+    timeout 200 python3 /tmp/s42/gemm_route.py 5 0.2 \
       64x1024x4096,56x1024x4096,49x1024x4096,64x2048x4096,64x1024x14336,64x1024x2048,64x512x4096,60x1536x4096,64x1024x1024,64x4096x4096,64x2048x14336,64x256x8192 \
-      2>&1 | tee "${LOG}_gemm_route64.log"
+      narrow 2>&1 | tee "${LOG}_gemm_route64.log"
     timeout 300 python3 -m pytest tests/kernels/test_matmul.py -m gpu -q -p no:cacheprovider -n 8 \
       > "${LOG}_gpu_tests_matmul.log" 2>&1
     echo "gpu tests rc=$?"; tail -6 "${LOG}_gpu_tests_matmul.log"

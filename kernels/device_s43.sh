@@ -12,39 +12,16 @@
 #        the H100 baseline's re-made entries, cuDNN's fp8 forward on an H100), then call 1 here.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
+source kernels/device_lib.sh
 CALL=${1:-call1}
 bash kernels/device_s42.sh harnesses > /dev/null || exit 3
-GPU_TAG=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -q H200 && echo h200 || echo h100)
-LOG=$OUT/kernels_${GPU_TAG}_s43_${CALL}
-{
-  date -u
-  nvidia-smi --query-gpu=name,uuid,driver_version,pci.bus_id,clocks.max.sm,power.limit --format=csv
-  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
-} 2>&1 | tee "${LOG}_env.txt"
+device_env s43 "$CALL"
 
 case $CALL in
   call1)
-    # the narrow tiles: the route (4 chunks) against NARROW_SPLIT_MAX 8 (gemm_route64.py's `old` patches the max to 1)
-    timeout 120 python3 - 64x256x8192,64x1024x14336,64x512x14336,49x256x8192,64x512x4096 <<'PY' 2>&1 | tee "${LOG}_gemm_narrow8.log"
-import sys
-
-import torch
-
-from kernels import matmul_splitk as sk
-from kernels.matmul import matmul
-from kernels.tune_ab import gemm_operands, outputs_and_errors, patched, ratios, steady_in_turns, timings_line
-
-sms = torch.cuda.get_device_properties(0).multi_processor_count
-for shape in sys.argv[1].split(","):
-    m, n, k = (int(x) for x in shape.split("x"))
-    a, b, c, ref = gemm_operands(m, n, k)
-    route = lambda: matmul(a, b, out=c)  # noqa: E731
-    fns = {"cublas": lambda: torch.matmul(a, b, out=c), "ship": route, "max8": patched(route, sk, "NARROW_SPLIT_MAX", 8)}
-    errs = outputs_and_errors(fns, c, ref)[1]
-    times = steady_in_turns(fns, 5, 0.2)
-    print(f"{shape} (ship {sk.default_tma_config(m, n, k, sms)}), 5 rounds of 0.2 s, us a call median (min-max) "
-          f"[error]: {timings_line(times, errs)}; x ship: {ratios(times, 'ship')}", flush=True)
-PY
+    # the narrow tiles: the route (4 chunks) against NARROW_SPLIT_MAX 8 (`max8`)
+    timeout 120 python3 /tmp/s42/gemm_route.py 5 0.2 64x256x8192,64x1024x14336,64x512x14336,49x256x8192,64x512x4096 \
+      narrow8 2>&1 | tee "${LOG}_gemm_narrow8.log"
     timeout 200 python3 /tmp/s42/gemm_bk.py 5 0.2 65x1024x4096,80x1024x8192,100x1024x4096,96x512x4096,64x1024x8192 \
       "k4=64x64x128s5/=,k8=64x64x128s5/8,k2=64x64x128s5/2" 2>&1 | tee "${LOG}_gemm_half8.log"
     timeout 120 python3 /tmp/s42/gemm_bk.py 5 0.2 4096x128x4096,2048x256x4096,4096x128x8192 \

@@ -17,7 +17,15 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import arrival_counters, interpreting, mma, next_pow2, set_triton_allocator, tma_aligned
+from kernels._checks import (
+    arrival_counters,
+    interpreting,
+    mma,
+    next_pow2,
+    pow2_split,
+    set_triton_allocator,
+    tma_aligned,
+)
 
 
 @triton.jit
@@ -336,11 +344,8 @@ def default_tma_split(m: int, n: int, k: int, num_sms: int) -> int:
     if want == 1:  # one tile per program, one wave; K split where the tiles leave SMs idle (NARROW_SPLIT_MAX)
         if tiles > num_sms:
             return 0
-        split = 1
-        while (k >= NARROW_SPLIT_MIN_K and 2 * split <= NARROW_SPLIT_MAX and 2 * split * tiles <= num_sms
-               and triton.cdiv(k, bk) >= 2 * split * NARROW_SPLIT_MIN_K_TILES):
-            split *= 2
-        return split
+        most = NARROW_SPLIT_MAX if k >= NARROW_SPLIT_MIN_K else 1
+        return pow2_split(tiles, triton.cdiv(k, bk), num_sms, most, NARROW_SPLIT_MIN_K_TILES)
     split = min(want, num_sms // tiles, triton.cdiv(k, bk) // 4)
     return split if split >= 2 else 0
 
