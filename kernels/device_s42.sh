@@ -100,7 +100,9 @@ cat > /tmp/s42/gemm_route.py <<'PY'
 """argv: rounds seconds shapes variants.  The route as committed (`new`) against itself under the module settings of
 `variants`: `gluon` (call 4): session 41's route (`old`: 64x64 tiles of 64-wide K steps at 8 stages, K split at 64
 steps up to half the SMs, N from 128) and the new tiles split as before (`newq`); `narrow` (call 8): the decode-sized
-narrow TMA tiles unsplit (`old`: NARROW_SPLIT_MAX 1); `narrow8` (session 43): in up to 8 chunks (`max8`)."""
+narrow TMA tiles unsplit (`old`: NARROW_SPLIT_MAX 1); `narrow8` (session 43): in up to 8 chunks (`max8`); `tmasplit` (session 43): the TMA kernel's split partials summed
+by each tile's last program, the narrow tiles in up to 4 chunks, no 64-column split tiles (`old`: session 42's);
+`swapwave` (session 43): the transposed tiles split within half the SMs only (`old`: SWAP_WAVE_MIN_K_TILES None)."""
 import sys
 
 import torch
@@ -115,7 +117,10 @@ SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
 GLUON_OLD = [(mg, "WS_HALF_CONFIG", (64, 64, 64, 8, 8, 0)), (mg, "HALF_SPLIT_MIN_K_STEPS", (64, 64)),
              (mm, "GLUON_MIN_N", 128)]
 VARIANTS = {"gluon": {"old": GLUON_OLD, "newq": GLUON_OLD[1:2]}, "narrow": {"old": [(sk, "NARROW_SPLIT_MAX", 1)]},
-            "narrow8": {"max8": [(sk, "NARROW_SPLIT_MAX", 8)]}}[sys.argv[4]]
+            "narrow8": {"max8": [(sk, "NARROW_SPLIT_MAX", 8)]},
+            "tmasplit": {"old": [(sk, "TMA_SPLIT_FUSED", True), (sk, "NARROW_SPLIT_MAX", 4),
+                                 (sk, "MID_SPLIT_CONFIG", None)]},
+            "swapwave": {"old": [(sk, "SWAP_WAVE_MIN_K_TILES", None)]}}[sys.argv[4]]
 BASE = "old" if "old" in VARIANTS else "new"
 sms = torch.cuda.get_device_properties(0).multi_processor_count
 

@@ -8,7 +8,8 @@ or else a second kernel does, through pointer loads (kernels.matmul takes it onl
 ``matmul_splitk_tma`` is the tensor-descriptor (TMA) kernel for the same products, the default route: unsplit tiles
 32, 64 or 128 columns wide (or split), A's box as many rows as M needs, for M <= SWAP_MAX_M the tile computed
 transposed (on wgmma), A by pointer loads up to A_PTR_MAX_M, and through two overlapping windows of its first and last
-rows where the box would be zero-filled for many rows past M (``a_windows``).
+rows where the box would be zero-filled for many rows past M (``a_windows``); where it splits K, its fp32 partials are
+summed by a second kernel (``TMA_SPLIT_FUSED`` False since session 43; True: by each tile's last program).
 """
 
 from __future__ import annotations
@@ -69,11 +70,13 @@ def _splitk_partial(A, B, W, M, N, K, K_PER, sam, sak, sbk, sbn,
 
 
 @triton.jit
-def _splitk_reduce(W, C, M, N, SPLIT, scm, scn, BLOCK: tl.constexpr):
+def _splitk_reduce(W, C, M, N, SPLIT: tl.constexpr, scm, scn, BLOCK: tl.constexpr):
+    # C = the sum of W's SPLIT (M, N) fp32 planes, BLOCK elements a program (SPLIT a constexpr: every plane's load in
+    # flight at once)
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     ok = offs < M * N
     acc = tl.zeros([BLOCK], tl.float32)
-    for s in range(SPLIT):
+    for s in tl.static_range(SPLIT):
         acc += tl.load(W + s * M * N + offs, mask=ok, other=0.0)
     m = offs // N
     n = offs % N
@@ -118,7 +121,8 @@ def _c_tile(C, M, N, scm, off_m, off_n, ROWS: tl.constexpr, COLS: tl.constexpr, 
 def _splitk_tma(A, B, W, C, LOCKS, M, N, K, KT_PER, sam, sbk, scm,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr,
                 HOST_DESC: tl.constexpr, DOT_F32: tl.constexpr, SWAP_AB: tl.constexpr = False,
-                A_PTR: tl.constexpr = False, A2=None, BLOCK_M2: tl.constexpr = 0, A_WIN: tl.constexpr = False):
+                A_PTR: tl.constexpr = False, A2=None, BLOCK_M2: tl.constexpr = 0, A_WIN: tl.constexpr = False,
+                FUSED: tl.constexpr = True):
     # Tensor-descriptor (TMA) version of _splitk_partial with the fused reduction: program (pid_n, pid_m, s)
     # reduces K tiles [s * KT_PER, (s + 1) * KT_PER) of one (BLOCK_M, BLOCK_N) tile.  SPLIT == 1: the tile is
     # written to C directly (an unsplit, non-persistent GEMM).  Otherwise the fp32 partial goes to W (SPLIT, M, N)
@@ -130,7 +134,8 @@ def _splitk_tma(A, B, W, C, LOCKS, M, N, K, KT_PER, sam, sbk, scm,
     # (SWAP_AB, SPLIT == 1, one program along M): A's rows past BLOCK_M through a second box of BLOCK_M2 rows (A2),
     # so 48 rows take boxes of 32 + 16 rather than one of 64 zero-filled past M.  A_WIN (HOST_DESC, one program along
     # M): A is a rank-3 descriptor of two overlapping windows, its first and last BLOCK_M / 2 rows (_a_tile), the
-    # tile's rows stored back to their rows of C (_c_tile).
+    # tile's rows stored back to their rows of C (_c_tile).  FUSED False (SPLIT > 1): the partial stored only, summed
+    # by _splitk_reduce after.
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     s = tl.program_id(2)
@@ -176,17 +181,18 @@ def _splitk_tma(A, B, W, C, LOCKS, M, N, K, KT_PER, sam, sbk, scm,
     else:
         w_ptrs, _ = _c_tile(W, M, N, N, off_m, off_n, BLOCK_M, BLOCK_N, A_WIN)  # the tile in W's first (M, N) plane
         tl.store(w_ptrs + s.to(tl.int64) * M * N, acc, mask=mask)
-        tile = pid_m * tl.num_programs(0) + pid_n
-        tl.debug_barrier()  # every thread's partial stored before the release below
-        arrived = tl.atomic_add(LOCKS + tile, 1, sem="acq_rel", scope="gpu")
-        if arrived == SPLIT - 1:
-            for t in tl.static_range(SPLIT):
-                others = mask & (tl.full([1, BLOCK_N], t, tl.int32) != s)  # its own partial is in acc
-                # t's plane: an int64 scalar whatever M is (M == 1 reaches the kernel as a constexpr int)
-                acc += tl.load(w_ptrs + tl.full([], t, tl.int64) * M * N, mask=others, other=0.0,
-                               cache_modifier=".cg")
-            tl.store(c_ptrs, acc.to(C.dtype.element_ty), mask=mask)
-            tl.atomic_xchg(LOCKS + tile, 0, sem="relaxed", scope="gpu")
+        if FUSED:
+            tile = pid_m * tl.num_programs(0) + pid_n
+            tl.debug_barrier()  # every thread's partial stored before the release below
+            arrived = tl.atomic_add(LOCKS + tile, 1, sem="acq_rel", scope="gpu")
+            if arrived == SPLIT - 1:
+                for t in tl.static_range(SPLIT):
+                    others = mask & (tl.full([1, BLOCK_N], t, tl.int32) != s)  # its own partial is in acc
+                    # t's plane: an int64 scalar whatever M is (M == 1 reaches the kernel as a constexpr int)
+                    acc += tl.load(w_ptrs + tl.full([], t, tl.int64) * M * N, mask=others, other=0.0,
+                                   cache_modifier=".cg")
+                tl.store(c_ptrs, acc.to(C.dtype.element_ty), mask=mask)
+                tl.atomic_xchg(LOCKS + tile, 0, sem="relaxed", scope="gpu")
 
 
 # (BLOCK_N, BLOCK_K, num_warps, num_stages); BLOCK_M = next power of two >= M (>= 16)
@@ -194,6 +200,15 @@ SPLITK_CONFIG: tuple[int, int, int, int] = (64, 128, 4, 4)
 # reduce in the last-arriving program instead of a second kernel (H100: 1x4096x4096 8.62 vs 8.96 us with the
 # same tiles, 16x14336x4096 44.4 vs 44.5 us; kernels/NOTES.md 2026-11-24 session 5)
 FUSED_DEFAULT = True
+# matmul_splitk_tma's K-split partials summed by a second kernel (_splitk_reduce, REDUCE_BLOCK elements a program, every
+# plane's load in flight) rather than by each tile's last program (True).  H200 session 43 (kernels/NOTES.md, calls
+# 4-5), steady state, at the same tiles and split: the second kernel 1.07-1.14x the fused sum (64x512x14336 in 8
+# chunks: 7.11 us against 9.29, cuBLAS 7.02; 64x1024x4096 in 4: 5.76 against 6.76), 256 elements a program another
+# 3-7 % (6.68 / 5.59 us); the transposed tiles (M <= 48) 1.13-1.36x (48x256x8192 in 8 chunks 5.96 against 8.14 us).
+# The last program's sum waits on its arrival atomic and then reads the others' partials alone; the second kernel's
+# programs read them all at once on every SM, for one launch more.
+TMA_SPLIT_FUSED = False
+REDUCE_BLOCK = 256
 _LOCKS: dict[tuple[torch.device, int], torch.Tensor] = {}  # per-tile arrival counters, a buffer per (device, stream)
 
 
@@ -248,7 +263,13 @@ SPLITK_TMA_CONFIG: tuple | None = (1, 32, 128, 4, 6, True)
 # 1.21 / 1.32 / 1.14 (1.00 / 1.01 / 0.96), 64x2048x4096 1.11 (1.08), 64x512x4096 1.25 (0.98), 60x1536x4096 1.19
 # (1.03), 64x1024x14336 2.17 (0.92), 64x2048x14336 1.26 (1.02), 64x256x8192 1.77 (0.88); at 64x1024x2048 2 chunks of 8
 # K tiles 0.93 (hence NARROW_SPLIT_MIN_K).
-NARROW_SPLIT_MAX, NARROW_SPLIT_MIN_K_TILES, NARROW_SPLIT_MIN_K = 4, 8, 4096
+# Session 43, the partials summed by a second kernel (TMA_SPLIT_FUSED): up to 8 chunks (64x512x14336 in 8 6.68 us
+# against 8.86 in 4, cuBLAS 7.02; 64x256x8192 5.29 against 6.61, cuBLAS 6.82).  Where the 64-column tiles split as
+# these would make at least as many programs, MID_SPLIT_CONFIG's tiles instead (``narrow_split_config``: A read half
+# as often; 64x1024x14336 in 8 chunks of 64 columns 8.23 us against 9.19 in 4 of 32, cuBLAS 9.75).
+NARROW_SPLIT_MAX, NARROW_SPLIT_MIN_K_TILES, NARROW_SPLIT_MIN_K = 8, 8, 4096
+# (BLOCK_N, BLOCK_K, num_warps, num_stages, host descriptors) of those 64-column split tiles; None: never
+MID_SPLIT_CONFIG: tuple | None = (64, 128, 4, 4, True)
 # Wider unsplit tiles, widest first, for any M <= 64 (ahead of split-K and of SPLITK_TMA_CONFIG's narrow tiles):
 # taken when they fill at least WIDE_MIN_FILL of the waves they make (tiles / (waves x SMs)).  Session 14 (A's box
 # fitted to M; kernels/NOTES.md, calls 3-5), graph-timed, H100 / H200 against the previous default: 16x14336x4096 in
@@ -289,6 +310,11 @@ SWAP_SPLIT_STAGES = 4
 # at most this many K chunks (SPLIT is a constexpr: the reducing program unrolls one load per chunk; 57 chunks at
 # BLOCK_M 64 spilled 3.8 KB in an offline sm_90 build, 16-33 none)
 SWAP_MAX_SPLIT = 16
+# Where K is split, beyond half the SMs up to a whole wave if each chunk keeps at least this many K tiles
+# (``swap_split``; session 43, the partials summed by a second kernel: TMA_SPLIT_FUSED).  H200 call 7, x half the SMs
+# (x cuBLAS after): 16x2048x14336 4 chunks 1.28 (0.84 -> 1.08), 32x1024x14336 8 chunks 1.25 (1.24), 40x1024x8192
+# 1.18, 32x2048x4096 1.16, 8x1024x8192 1.21, 1x2048x4096 1.19 (1.48), 4x2048x8192 1.32.  None: half the SMs at most.
+SWAP_WAVE_MIN_K_TILES: int | None = 8
 # 32 < M <= this, the tile transposed and unsplit: A through two TMA boxes of 32 and 16 rows instead of one of 64
 # zero-filled past M (session 15, calls 10-11, x cuBLAS hot / cold, H100 / H200: 33x4096x4096 0.75 / 0.97 against
 # 0.57 / 0.90, 0.97 / 1.22 against 0.76 / 1.00; 40x4096 0.82 / 0.97 against 0.69 / 1.00, 0.99 / 1.21 against 0.94 /
@@ -383,9 +409,14 @@ def swapped_tma_config(m: int, n: int, k: int, num_sms: int) -> tuple:
 
 def swap_split(n: int, k: int, block_n: int, block_k: int, num_sms: int) -> int:
     """K chunks for ``tiles`` = cdiv(n, block_n) tiles: as many as keep the programs within half the SMs, each
-    chunk at least 4 K tiles, at most SWAP_MAX_SPLIT (1 at N = 4096 on 132 SMs: 64 tiles; 2 at N = 2048)."""
-    tiles = triton.cdiv(n, block_n)
-    return max(1, min(num_sms // (2 * tiles), triton.cdiv(k, block_k) // 4, SWAP_MAX_SPLIT))
+    chunk at least 4 K tiles, at most SWAP_MAX_SPLIT (1 at N = 4096 on 132 SMs: 64 tiles; 2 at N = 2048); where that
+    splits, the largest power of two whose programs fit one wave with chunks of SWAP_WAVE_MIN_K_TILES K tiles if more
+    (4 at N = 2048, K = 4096)."""
+    tiles, k_tiles = triton.cdiv(n, block_n), triton.cdiv(k, block_k)
+    split = max(1, min(num_sms // (2 * tiles), k_tiles // 4, SWAP_MAX_SPLIT))
+    if split > 1 and SWAP_WAVE_MIN_K_TILES:  # where K is split already: not at 64 tiles (hot / cold, session 19)
+        split = max(split, pow2_split(tiles, k_tiles, num_sms, SWAP_MAX_SPLIT, SWAP_WAVE_MIN_K_TILES))
+    return split
 
 
 def default_tma_config(m: int, n: int, k: int, num_sms: int) -> tuple | None:
@@ -404,17 +435,34 @@ def default_tma_config(m: int, n: int, k: int, num_sms: int) -> tuple | None:
         return wide
     split = default_tma_split(m, n, k, num_sms)
     if split:
-        return (split, *SPLITK_TMA_CONFIG[1:])
+        return narrow_split_config(m, n, k, num_sms, split)
     return wide_tma_config(m, n, num_sms, LAST_RESORT_MIN_FILL)
 
 
-def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple) -> torch.Tensor:
+def narrow_split_config(m: int, n: int, k: int, num_sms: int, split: int) -> tuple:
+    """SPLITK_TMA_CONFIG's tiles in ``split`` chunks (``default_tma_split``), or MID_SPLIT_CONFIG's 64-column tiles
+    where those, split as the narrow ones are (``pow2_split``), make at least as many programs and more than one
+    chunk (M > SWAP_MAX_M)."""
+    narrow = (split, *SPLITK_TMA_CONFIG[1:])
+    if split < 2 or MID_SPLIT_CONFIG is None:
+        return narrow
+    bn, bk = MID_SPLIT_CONFIG[:2]
+    tiles = triton.cdiv(m, 64) * triton.cdiv(n, bn)
+    mid = pow2_split(tiles, triton.cdiv(k, bk), num_sms, NARROW_SPLIT_MAX, NARROW_SPLIT_MIN_K_TILES)
+    narrow_programs = triton.cdiv(m, 64) * triton.cdiv(n, SPLITK_TMA_CONFIG[1]) * split
+    return (mid, *MID_SPLIT_CONFIG) if mid >= 2 and tiles * mid >= narrow_programs else narrow
+
+
+def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple, *,
+                      fused: bool | None = None) -> torch.Tensor:
     """``c = a @ b`` through ``_splitk_tma`` (inputs validated by ``kernels.matmul.matmul``; ``tma_splitk_ok``).
     ``config`` = (split, BLOCK_N, BLOCK_K, num_warps, num_stages, host descriptors) as SPLITK_TMA_CONFIG, then
     optionally swap (the tile computed transposed: ``_splitk_tma``'s SWAP_AB, on wgmma where BLOCK_N >= 64) and
     a_ptr (A by masked pointer loads instead of its TMA box: A_PTR).  Swapped, unsplit, through TMA and 32 < M <=
     A_TWO_BOXES_MAX_M: A's rows through boxes of 32 and 16 rows (BLOCK_M2).  Swapped, through host descriptors, where
-    ``a_windows``: A through two overlapping windows of its first and last rows (A_WIN) instead."""
+    ``a_windows``: A through two overlapping windows of its first and last rows (A_WIN) instead.  ``fused`` (default
+    TMA_SPLIT_FUSED; split > 1): the partials summed by each tile's last program, else by a second kernel
+    (``_splitk_reduce``)."""
     m, k = a.shape
     n = b.shape[1]
     split, bn, bk, warps, stages, host, *rest = config
@@ -437,7 +485,8 @@ def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config:
         assert bm // 2 < m <= bm, (m, bm)
     grid = (triton.cdiv(n, bn), triton.cdiv(m, bm + bm2), split)
     work = torch.empty((split, m, n), dtype=torch.float32, device=a.device) if split > 1 else c
-    locks = arrival_counters(_LOCKS, a.device, grid[0] * grid[1]) if split > 1 else c
+    fused = (TMA_SPLIT_FUSED if fused is None else fused) or split == 1
+    locks = arrival_counters(_LOCKS, a.device, grid[0] * grid[1]) if split > 1 and fused else c
     if host:
         from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -454,10 +503,14 @@ def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config:
     extra = {} if interp else {"num_warps": warps, "num_stages": stages}
     _splitk_tma[grid](da, db, work, c, locks, m, n, k, kt_per, a.stride(0), b.stride(0), c.stride(0),
                       BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT=split, HOST_DESC=bool(host),
-                      DOT_F32=interp, SWAP_AB=swap, A_PTR=a_ptr, A2=da2, BLOCK_M2=bm2, A_WIN=win, **extra)
+                      DOT_F32=interp, SWAP_AB=swap, A_PTR=a_ptr, A2=da2, BLOCK_M2=bm2, A_WIN=win, FUSED=fused,
+                      **extra)
+    if not fused:
+        block = REDUCE_BLOCK
+        _splitk_reduce[(triton.cdiv(m * n, block),)](work, c, m, n, split, c.stride(0), c.stride(1), BLOCK=block)
     return c
 
 
 __all__ = ["SPLITK_CONFIG", "SPLITK_TMA_CONFIG", "WIDE_TMA_CONFIGS", "box_rows", "choose_split", "default_tma_config",
-           "default_tma_split", "matmul_splitk", "matmul_splitk_tma", "swap_split", "swapped_tma_config",
-           "wide_tma_config"]
+           "default_tma_split", "matmul_splitk", "matmul_splitk_tma", "narrow_split_config", "swap_split",
+           "swapped_tma_config", "wide_tma_config"]

@@ -155,6 +155,7 @@ def test_matmul_gpu_split_k_on_two_streams(route, gen, monkeypatch):
 
     _LOCKS: dict = {}
     monkeypatch.setattr(matmul_splitk, "_LOCKS", _LOCKS)  # no buffer from earlier tests: these calls make them
+    monkeypatch.setattr(matmul_splitk, "TMA_SPLIT_FUSED", True)  # the TMA kernel's partials summed with counters
 
     a = [torch.randn(16, 4096, generator=gen).to("cuda", torch.bfloat16) for _ in range(2)]
     b = [torch.randn(4096, 2048, generator=gen).to("cuda", torch.bfloat16) for _ in range(2)]
@@ -238,15 +239,17 @@ SWAP_CFGS = [(1, 64, 128, 4, 6, True, True), (2, 64, 128, 4, 4, True, True, True
 
 @pytest.mark.parametrize(("m", "n", "k"), [(40, 48, 56), (17, 72, 104), (64, 40, 136), (3, 40, 72)])
 @pytest.mark.parametrize("cfg", SKTMA_CFGS + SWAP_CFGS)
-def test_matmul_split_k_tma(m, n, k, cfg, device, gen):
-    """M <= 64 through the tensor-descriptor split-K kernel (unsplit, split with the fused reduction; host or
-    device descriptors; the tile transposed, A by pointer loads); twice, so the arrival counters' reset is
-    exercised."""
-    from kernels.matmul_splitk import _LOCKS
+@pytest.mark.parametrize("fused", [False, True], ids=["sum-after", "fused"])
+def test_matmul_split_k_tma(m, n, k, cfg, fused, device, gen, monkeypatch):
+    """M <= 64 through the tensor-descriptor split-K kernel (unsplit, split with the partials summed by a second
+    kernel or by each tile's last program; host or device descriptors; the tile transposed, A by pointer loads);
+    twice, so the arrival counters' reset is exercised."""
+    from kernels import matmul_splitk as sk
 
+    monkeypatch.setattr(sk, "TMA_SPLIT_FUSED", fused)
     for _ in range(2):
         check_matmul(m, n, k, torch.bfloat16, device, gen, splitk_tma=cfg)
-    assert all(int(t.sum()) == 0 for t in _LOCKS.values())
+    assert all(int(t.sum()) == 0 for t in sk._LOCKS.values())
 
 
 @pytest.mark.parametrize("max_m", [0, 40, 48])
@@ -340,9 +343,15 @@ def test_repack_rows_configs(rp, device, gen):
 @pytest.mark.parametrize(("m", "n", "k"), [(64, 4096, 4096), (37, 1000, 3000), (48, 4104, 776)])
 @pytest.mark.parametrize("cfg", [*SKTMA_CFGS, *SWAP_CFGS, (4, 128, 128, 8, 4, True), (8, 256, 64, 8, 4, True),
                                  (2, 32, 128, 4, 3, True), (4, 64, 128, 4, 3, False), (1, 128, 128, 4, 4, True, True),
-                                 (8, 64, 64, 4, 4, True, True, True)])
-def test_matmul_gpu_split_k_tma(m, n, k, cfg, gen):
-    """TMA split-K on the GPU, three calls in a row (counters reset by the reducing program)."""
+                                 (8, 64, 64, 4, 4, True, True, True), (8, 32, 128, 4, 6, True),
+                                 (16, 64, 128, 4, 4, True, True)])
+@pytest.mark.parametrize("fused", [False, True], ids=["sum-after", "fused"])
+def test_matmul_gpu_split_k_tma(m, n, k, cfg, fused, gen, monkeypatch):
+    """TMA split-K on the GPU, the partials summed by a second kernel or by each tile's last program; three calls in a
+    row (counters reset by the reducing program)."""
+    from kernels import matmul_splitk as sk
+
+    monkeypatch.setattr(sk, "TMA_SPLIT_FUSED", fused)
     for _ in range(3):
         check_matmul(m, n, k, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32, splitk_tma=cfg)
 
@@ -401,7 +410,9 @@ def test_default_tma_split_rule(monkeypatch):
     monkeypatch.setattr(sk, "NARROW_SPLIT_MIN_K", 2048)
     assert sk.default_tma_split(64, 1024, 2048, 132) == 2  # 16 K tiles: two chunks of 8
     assert sk.default_tma_split(64, 1024, 1024, 132) == 1  # 8 K tiles: one chunk
-    assert sk.default_tma_split(64, 256, 14336, 132) == 4  # 8 tiles: NARROW_SPLIT_MAX
+    assert sk.default_tma_split(64, 256, 14336, 132) == 8  # 8 tiles: NARROW_SPLIT_MAX
+    assert sk.default_tma_split(64, 512, 14336, 132) == 8  # 16 tiles x 8 = 128 programs
+    assert sk.default_tma_split(64, 1024, 14336, 132) == 4  # 32 tiles: 4 chunks fill the wave
     monkeypatch.setattr(sk, "NARROW_SPLIT_MAX", 1)
     assert sk.default_tma_split(64, 1024, 4096, 132) == 1
 
@@ -414,7 +425,17 @@ def test_default_tma_config_rule(monkeypatch):
     assert (wide[1], mid[1], narrow[1], sk.SWAP_MAX_M) == (128, 64, 32, 48)
     # M > 48: the tiles as they are
     assert sk.default_tma_config(64, 4096, 4096, 132) == narrow  # 128 tiles of 32 columns; 64 of 64: half a wave
-    assert sk.default_tma_config(64, 1024, 4096, 132) == (4, *narrow[1:])  # 32 of them: K in 4 chunks
+    assert sk.default_tma_config(64, 1024, 4096, 132) == (4, *narrow[1:])  # 32 of them: K in 4 chunks (64-column
+    # tiles in chunks of >= 8 K tiles: 16 x 4 programs, fewer)
+    # split narrow tiles give way to 64-column ones split into as many programs (MID_SPLIT_CONFIG)
+    mid_split = sk.MID_SPLIT_CONFIG
+    assert mid_split[0] == 64
+    assert sk.default_tma_config(64, 1024, 14336, 132) == (8, *mid_split)  # 16 x 8 against 32 x 4
+    assert sk.default_tma_config(64, 2048, 4096, 132) == (4, *mid_split)  # 32 x 4 against 64 x 2
+    assert sk.default_tma_config(64, 512, 14336, 132) == (8, *narrow[1:])  # 16 x 8 against 8 x 8
+    monkeypatch.setattr(sk, "MID_SPLIT_CONFIG", None)
+    assert sk.default_tma_config(64, 1024, 14336, 132) == (4, *narrow[1:])
+    monkeypatch.undo()
     assert sk.default_tma_config(56, 8192, 4096, 132) == mid  # 256 narrow tiles: 128 of 64 columns
     assert sk.default_tma_config(64, 6144, 4096, 132) == mid  # 48 wide tiles are too few; 96 of 64 columns
     assert sk.default_tma_config(64, 11008, 4096, 132) == wide  # 86 tiles: 0.652 of a wave
@@ -440,14 +461,22 @@ def test_default_tma_config_rule(monkeypatch):
     assert sk.default_tma_config(8, 4096, 4096, 132) == swapped(mid, a_ptr=True)
     assert sk.default_tma_config(12, 4096, 4096, 132) == swapped(mid)
     assert sk.default_tma_config(16, 4096, 512, 132) == swapped(mid)  # short K: unsplit all the same
-    # fewer 64-column tiles than a quarter of the SMs: K split into chunks of >= 4 K tiles, about 66 programs
-    assert sk.default_tma_config(16, 2048, 4096, 132) == swapped(mid, split=2, stages=sk.SWAP_SPLIT_STAGES)
+    # fewer 64-column tiles than a quarter of the SMs: K split into chunks of >= 4 K tiles, about 66 programs, or up
+    # to a whole wave in chunks of >= SWAP_WAVE_MIN_K_TILES (8) K tiles
+    assert sk.SWAP_WAVE_MIN_K_TILES == 8
+    assert sk.default_tma_config(16, 2048, 4096, 132) == swapped(mid, split=4, stages=sk.SWAP_SPLIT_STAGES)
+    assert sk.default_tma_config(32, 1024, 14336, 132) == swapped(mid, split=8, stages=sk.SWAP_SPLIT_STAGES)
+    assert sk.default_tma_config(48, 512, 14336, 132) == swapped(mid, split=8, stages=sk.SWAP_SPLIT_STAGES)
     assert sk.default_tma_config(1, 512, 8192, 132) == swapped(mid, split=8, a_ptr=True, stages=sk.SWAP_SPLIT_STAGES)
     assert sk.default_tma_config(32, 512, 1024, 132) == swapped(mid, split=2, stages=sk.SWAP_SPLIT_STAGES)
     assert sk.default_tma_config(32, 512, 512, 132) == swapped(mid)  # 4 K tiles: no second chunk
-    assert sk.default_tma_config(32, 2048, 4096, 114) == swapped(mid)  # 114 SMs: 2 x 32 programs pass half of them
+    # 114 SMs: 2 x 32 programs pass half of them (unsplit: no wider split either)
+    assert sk.default_tma_config(32, 2048, 4096, 114) == swapped(mid)
     capped = swapped(mid, split=sk.SWAP_MAX_SPLIT, stages=sk.SWAP_SPLIT_STAGES)  # one tile: 57 chunks wanted
     assert sk.default_tma_config(40, 64, 65536, 114) == capped
+    monkeypatch.setattr(sk, "SWAP_WAVE_MIN_K_TILES", None)  # half the SMs at most
+    assert sk.default_tma_config(16, 2048, 4096, 132) == swapped(mid, split=2, stages=sk.SWAP_SPLIT_STAGES)
+    assert sk.default_tma_config(32, 1024, 14336, 132) == swapped(mid, split=4, stages=sk.SWAP_SPLIT_STAGES)
     monkeypatch.setattr(sk, "SPLITK_TMA_CONFIG", None)  # the TMA route off
     assert sk.default_tma_config(16, 14336, 4096, 132) is None
     assert sk.default_tma_config(64, 14336, 4096, 132) is None
