@@ -201,12 +201,10 @@ SPLITK_CONFIG: tuple[int, int, int, int] = (64, 128, 4, 4)
 # same tiles, 16x14336x4096 44.4 vs 44.5 us; kernels/NOTES.md 2026-11-24 session 5)
 FUSED_DEFAULT = True
 # matmul_splitk_tma's K-split partials summed by a second kernel (_splitk_reduce, REDUCE_BLOCK elements a program, every
-# plane's load in flight) rather than by each tile's last program (True).  H200 session 43 (kernels/NOTES.md, calls
-# 4-5), steady state, at the same tiles and split: the second kernel 1.07-1.14x the fused sum (64x512x14336 in 8
-# chunks: 7.11 us against 9.29, cuBLAS 7.02; 64x1024x4096 in 4: 5.76 against 6.76), 256 elements a program another
-# 3-7 % (6.68 / 5.59 us); the transposed tiles (M <= 48) 1.13-1.36x (48x256x8192 in 8 chunks 5.96 against 8.14 us).
-# The last program's sum waits on its arrival atomic and then reads the others' partials alone; the second kernel's
-# programs read them all at once on every SM, for one launch more.
+# plane's load in flight), not by each tile's last program (True), whose arrival atomic and lone reads of the other
+# partials cost more than a launch.  H200 session 43 (calls 4-5), same tiles and split: 1.07-1.14x the fused sum
+# (64x512x14336 in 8 chunks 7.11 us against 9.29), 256 elements a program another 3-7 % (6.68 us; cuBLAS 7.02); the
+# transposed tiles (M <= 48) 1.13-1.36x.
 TMA_SPLIT_FUSED = False
 REDUCE_BLOCK = 256
 _LOCKS: dict[tuple[torch.device, int], torch.Tensor] = {}  # per-tile arrival counters, a buffer per (device, stream)
@@ -257,16 +255,12 @@ def matmul_splitk(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, num_sms: in
 SPLITK_TMA_CONFIG: tuple | None = (1, 32, 128, 4, 6, True)
 # Its unsplit tiles' K split where they leave SMs idle and K is at least NARROW_SPLIT_MIN_K (``default_tma_split``):
 # the largest power of two up to NARROW_SPLIT_MAX whose programs stay within one wave, each chunk at least
-# NARROW_SPLIT_MIN_K_TILES K tiles.  H200, session 42 call 7, steady state, x unsplit: 64x1024x4096 4 chunks 1.21 (2
-# chunks 1.14), 64x2048x4096 2 chunks 1.10 (4 chunks 0.77: past a wave), 64x1024x1024 2 / 4 chunks 0.79 / 0.72,
-# 64x4096x4096 (128 tiles) 2 chunks 0.65.  Call 8, the rule x unsplit (x cuBLAS after): 64 / 56 / 49 x 1024 x 4096
-# 1.21 / 1.32 / 1.14 (1.00 / 1.01 / 0.96), 64x2048x4096 1.11 (1.08), 64x512x4096 1.25 (0.98), 60x1536x4096 1.19
-# (1.03), 64x1024x14336 2.17 (0.92), 64x2048x14336 1.26 (1.02), 64x256x8192 1.77 (0.88); at 64x1024x2048 2 chunks of 8
-# K tiles 0.93 (hence NARROW_SPLIT_MIN_K).
-# Session 43, the partials summed by a second kernel (TMA_SPLIT_FUSED): up to 8 chunks (64x512x14336 in 8 6.68 us
-# against 8.86 in 4, cuBLAS 7.02; 64x256x8192 5.29 against 6.61, cuBLAS 6.82).  Where the 64-column tiles split as
-# these would make at least as many programs, MID_SPLIT_CONFIG's tiles instead (``narrow_split_config``: A read half
-# as often; 64x1024x14336 in 8 chunks of 64 columns 8.23 us against 9.19 in 4 of 32, cuBLAS 9.75).
+# NARROW_SPLIT_MIN_K_TILES K tiles (kernels/NOTES.md).  H200 session 42 (calls 7-8, fused sums, x unsplit):
+# 64x1024x4096 in 4 chunks 1.21, 64x1024x14336 2.17, 64x2048x4096 in 2 1.11; 64x1024x2048 in 2 0.93 (hence the K
+# bound).  Session 43, the partials summed by a second kernel (TMA_SPLIT_FUSED): up to 8 chunks (64x512x14336 6.68 us
+# against 8.86 in 4, cuBLAS 7.02), and where 64-column tiles split as these make at least as many programs,
+# MID_SPLIT_CONFIG's (``narrow_split_config``: A read half as often; 64x1024x14336 in 8 chunks of 64 columns 8.23 us
+# against 9.19 in 4 of 32, cuBLAS 9.75).
 NARROW_SPLIT_MAX, NARROW_SPLIT_MIN_K_TILES, NARROW_SPLIT_MIN_K = 8, 8, 4096
 # (BLOCK_N, BLOCK_K, num_warps, num_stages, host descriptors) of those 64-column split tiles; None: never
 MID_SPLIT_CONFIG: tuple | None = (64, 128, 4, 4, True)
