@@ -102,7 +102,8 @@ cat > /tmp/s42/gemm_route.py <<'PY'
 steps up to half the SMs, N from 128) and the new tiles split as before (`newq`); `narrow` (call 8): the decode-sized
 narrow TMA tiles unsplit (`old`: NARROW_SPLIT_MAX 1); `narrow8` (session 43): in up to 8 chunks (`max8`); `tmasplit` (session 43): the TMA kernel's split partials summed
 by each tile's last program, the narrow tiles in up to 4 chunks, no 64-column split tiles (`old`: session 42's);
-`swapwave` (session 43): the transposed tiles split within half the SMs only (`old`: SWAP_WAVE_MIN_K_TILES None)."""
+`swapwave` (session 43): the transposed tiles split within half the SMs only (`old`: SWAP_WAVE_MIN_K_TILES None);
+`reduceblk` (session 44): the split partials' second kernel at 128 / 512 elements a program (`b128`, `b512`)."""
 import sys
 
 import torch
@@ -120,7 +121,8 @@ VARIANTS = {"gluon": {"old": GLUON_OLD, "newq": GLUON_OLD[1:2]}, "narrow": {"old
             "narrow8": {"max8": [(sk, "NARROW_SPLIT_MAX", 8)]},
             "tmasplit": {"old": [(sk, "TMA_SPLIT_FUSED", True), (sk, "NARROW_SPLIT_MAX", 4),
                                  (sk, "MID_SPLIT_CONFIG", None)]},
-            "swapwave": {"old": [(sk, "SWAP_WAVE_MIN_K_TILES", None)]}}[sys.argv[4]]
+            "swapwave": {"old": [(sk, "SWAP_WAVE_MIN_K_TILES", None)]},
+            "reduceblk": {"b128": [(sk, "REDUCE_BLOCK", 128)], "b512": [(sk, "REDUCE_BLOCK", 512)]}}[sys.argv[4]]
 BASE = "old" if "old" in VARIANTS else "new"
 sms = torch.cuda.get_device_properties(0).multi_processor_count
 
