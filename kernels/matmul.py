@@ -316,10 +316,12 @@ def matmul(
     forces a split count there (0: never split);
     ``splitk_fused`` forces the reduction into the last-arriving program (True) or a second kernel (False);
     ``misaligned_b`` overrides MISALIGNED_B, ``repack`` REPACK_CONFIG.  ``splitk_tma`` (a
-    ``matmul_splitk.SPLITK_TMA_CONFIG`` tuple) runs the tensor-descriptor split-K kernel; by default it is used
-    for M <= SMALL_M where ``default_tma_config`` picks a config (M <= SWAP_MAX_M: its tiles computed transposed,
-    always, ahead of split-K; larger M: one of its WIDE_TMA_CONFIGS where their tiles fill the GPU, else
-    SPLITK_TMA_CONFIG, else the tiles that fill at least half their waves rather than the persistent kernel).  ``ws`` (a
+    ``matmul_splitk.SPLITK_TMA_CONFIG`` tuple) runs the tensor-descriptor split-K kernel, its K-split partials summed
+    by a second kernel (``matmul_splitk.TMA_SPLIT_FUSED``); by default it is used for M <= SMALL_M where
+    ``default_tma_config`` picks a config (M <= SWAP_MAX_M: its tiles computed transposed, always, ahead of split-K;
+    larger M: one of its WIDE_TMA_CONFIGS where their tiles fill the GPU, else SPLITK_TMA_CONFIG's tiles or 64-column
+    ones with K split (``narrow_split_config``), else the tiles that fill at least half their waves rather than the
+    persistent kernel).  ``ws`` (a
     ``_matmul_gluon.WS_CONFIG`` tuple) runs the warp-specialised Gluon kernel (``misaligned_b="ws"`` picks it
     with its default config for a misaligned B); ValueError where it cannot run.  ``gluon``: True / False takes
     / avoids that kernel (default config) wherever it can run; None (default): ``gluon_default`` decides, for
