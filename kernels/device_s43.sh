@@ -30,7 +30,7 @@
 #        tiles in 8 chunks 9.04 (9.40); the K loops alone (`x`) 5.2 / 3.9 us.
 # call5: the second kernel with SPLIT a constexpr (every plane's load in flight; `o`: call 4's runtime loop) and 256-1024
 #        elements a program; then the transposed tiles (M <= 48) with their partials summed after.
-# call5 ran: SPLIT a constexpr 1.02-1.06x call 4's second kernel, 256 elements a program another 1.03-1.07x; the
+# call5 ran: SPLIT a constexpr 1.02-1.07x call 4's second kernel, 256 elements a program another 1.01-1.09x; the
 #        transposed tiles' partials summed after 1.13-1.36x the fused sum (48x512x14336 7.78 against 10.42 us).
 # call6: the committed route (partials summed by a second kernel of 256 elements a program, narrow tiles in up to 8
 #        chunks, 64-column split tiles where they make as many programs) against session 42's (`tmasplit`'s `old`),

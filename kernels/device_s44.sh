@@ -7,7 +7,7 @@
 #        tmasplit's and swapwave's settings together) and cuBLAS with B cycled over copies filling 3x the L2
 #        (`cold.py`: one graph of 20 passes over the copies, microseconds a call), then hot as a check.
 # call2: the split partials' second kernel at 128 and 512 elements a program against the shipped 256 (session 43: 256
-#        1.03-1.07x 1024), through session 42's gemm_route.py (`reduceblk`).
+#        1.01-1.09x 1024), through session 42's gemm_route.py (`reduceblk`).
 # If an H100 is lent, kernels/device_s37.sh calls 1-3 (carry [".whl"]) and 14 come first (README's H100 table, the H100
 # baseline's re-made entries, cuDNN's fp8 forward on an H100), then call 1 here.
 set -o pipefail

@@ -203,7 +203,7 @@ FUSED_DEFAULT = True
 # matmul_splitk_tma's K-split partials summed by a second kernel (_splitk_reduce, REDUCE_BLOCK elements a program, every
 # plane's load in flight), not by each tile's last program (True), whose arrival atomic and lone reads of the other
 # partials cost more than a launch.  H200 session 43 (calls 4-5), same tiles and split: 1.07-1.14x the fused sum
-# (64x512x14336 in 8 chunks 7.11 us against 9.29), 256 elements a program another 3-7 % (6.68 us; cuBLAS 7.02); the
+# (64x512x14336 in 8 chunks 7.11 us against 9.29), 256 elements a program another 1-9 % (6.68 us; cuBLAS 7.02); the
 # transposed tiles (M <= 48) 1.13-1.36x.
 TMA_SPLIT_FUSED = False
 REDUCE_BLOCK = 256
