@@ -239,11 +239,16 @@ def matmul_splitk(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, num_sms: in
     _splitk_partial[grid](
         a, b, work, m, n, k, k_per, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, DOT_F32=interpreting(), **extra)
-    if fused:
-        return c
-    block = 1024
-    _splitk_reduce[(triton.cdiv(m * n, block),)](work, c, m, n, split, c.stride(0), c.stride(1), BLOCK=block)
+    if not fused:
+        sum_partials(work, c, 1024)
     return c
+
+
+def sum_partials(work: torch.Tensor, c: torch.Tensor, block: int) -> None:
+    """``c`` = the sum of ``work``'s (split, M, N) fp32 planes, through ``_splitk_reduce`` (``block`` elements a
+    program): the second kernel of both split-K paths where their programs do not sum the partials themselves."""
+    split, m, n = work.shape
+    _splitk_reduce[(triton.cdiv(m * n, block),)](work, c, m, n, split, c.stride(0), c.stride(1), BLOCK=block)
 
 
 # The TMA kernel's narrow tiles for SWAP_MAX_M < M <= 64 (16 < M before session 15; matmul_splitk_tma): (split,
@@ -352,6 +357,18 @@ def tma_splitk_ok(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
     return tma_aligned(a, b, c)
 
 
+def tma_tiles(m: int, n: int, block_n: int) -> int:
+    """Output tiles of the TMA kernel's configs for M <= 64 (one 64-row box along M, ``block_n`` columns)."""
+    return triton.cdiv(m, 64) * triton.cdiv(n, block_n)
+
+
+def narrow_chunks(tiles: int, k: int, block_k: int, num_sms: int) -> int:
+    """K chunks of the TMA kernel's split tiles at M > SWAP_MAX_M: the largest power of two up to NARROW_SPLIT_MAX
+    (1 where K < NARROW_SPLIT_MIN_K) whose programs fit one wave, chunks of NARROW_SPLIT_MIN_K_TILES K tiles or more."""
+    most = NARROW_SPLIT_MAX if k >= NARROW_SPLIT_MIN_K else 1
+    return pow2_split(tiles, triton.cdiv(k, block_k), num_sms, most, NARROW_SPLIT_MIN_K_TILES)
+
+
 def default_tma_split(m: int, n: int, k: int, num_sms: int) -> int:
     """Split count of the default TMA split-K path (SPLITK_TMA_CONFIG's split, cut so the programs stay one wave
     and every chunk has >= 4 K tiles), or 0 when that leaves fewer than 2 chunks (``default_tma_config``'s last
@@ -360,12 +377,9 @@ def default_tma_split(m: int, n: int, k: int, num_sms: int) -> int:
     if SPLITK_TMA_CONFIG is None:
         return 0
     want, bn, bk = SPLITK_TMA_CONFIG[:3]
-    tiles = triton.cdiv(m, 64) * triton.cdiv(n, bn)
+    tiles = tma_tiles(m, n, bn)
     if want == 1:  # one tile per program, one wave; K split where the tiles leave SMs idle (NARROW_SPLIT_MAX)
-        if tiles > num_sms:
-            return 0
-        most = NARROW_SPLIT_MAX if k >= NARROW_SPLIT_MIN_K else 1
-        return pow2_split(tiles, triton.cdiv(k, bk), num_sms, most, NARROW_SPLIT_MIN_K_TILES)
+        return 0 if tiles > num_sms else narrow_chunks(tiles, k, bk, num_sms)
     split = min(want, num_sms // tiles, triton.cdiv(k, bk) // 4)
     return split if split >= 2 else 0
 
@@ -373,7 +387,7 @@ def default_tma_split(m: int, n: int, k: int, num_sms: int) -> int:
 def wide_tma_config(m: int, n: int, num_sms: int, min_fill: float = WIDE_MIN_FILL) -> tuple | None:
     """The first of WIDE_TMA_CONFIGS whose tiles fill at least ``min_fill`` of the waves they make, else None."""
     for cfg in WIDE_TMA_CONFIGS:
-        tiles = triton.cdiv(m, 64) * triton.cdiv(n, cfg[1])
+        tiles = tma_tiles(m, n, cfg[1])
         if tiles >= min_fill * triton.cdiv(tiles, num_sms) * num_sms:
             return cfg
     return None
@@ -440,11 +454,10 @@ def narrow_split_config(m: int, n: int, k: int, num_sms: int, split: int) -> tup
     narrow = (split, *SPLITK_TMA_CONFIG[1:])
     if split < 2 or MID_SPLIT_CONFIG is None:
         return narrow
-    bn, bk = MID_SPLIT_CONFIG[:2]
-    tiles = triton.cdiv(m, 64) * triton.cdiv(n, bn)
-    mid = pow2_split(tiles, triton.cdiv(k, bk), num_sms, NARROW_SPLIT_MAX, NARROW_SPLIT_MIN_K_TILES)
-    narrow_programs = triton.cdiv(m, 64) * triton.cdiv(n, SPLITK_TMA_CONFIG[1]) * split
-    return (mid, *MID_SPLIT_CONFIG) if mid >= 2 and tiles * mid >= narrow_programs else narrow
+    tiles = tma_tiles(m, n, MID_SPLIT_CONFIG[0])
+    mid = narrow_chunks(tiles, k, MID_SPLIT_CONFIG[1], num_sms)
+    more = mid >= 2 and tiles * mid >= tma_tiles(m, n, SPLITK_TMA_CONFIG[1]) * split
+    return (mid, *MID_SPLIT_CONFIG) if more else narrow
 
 
 def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple, *,
@@ -500,11 +513,10 @@ def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config:
                       DOT_F32=interp, SWAP_AB=swap, A_PTR=a_ptr, A2=da2, BLOCK_M2=bm2, A_WIN=win, FUSED=fused,
                       **extra)
     if not fused:
-        block = REDUCE_BLOCK
-        _splitk_reduce[(triton.cdiv(m * n, block),)](work, c, m, n, split, c.stride(0), c.stride(1), BLOCK=block)
+        sum_partials(work, c, REDUCE_BLOCK)
     return c
 
 
 __all__ = ["SPLITK_CONFIG", "SPLITK_TMA_CONFIG", "WIDE_TMA_CONFIGS", "box_rows", "choose_split", "default_tma_config",
-           "default_tma_split", "matmul_splitk", "matmul_splitk_tma", "narrow_split_config", "swap_split",
-           "swapped_tma_config", "wide_tma_config"]
+           "default_tma_split", "matmul_splitk", "matmul_splitk_tma", "narrow_chunks", "narrow_split_config",
+           "sum_partials", "swap_split", "swapped_tma_config", "tma_tiles", "wide_tma_config"]
