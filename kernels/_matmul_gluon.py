@@ -11,6 +11,7 @@ import torch
 import triton
 
 from kernels import _ptx_barriers, _ptx_cluster
+from kernels import matmul_splitk as _sk
 from kernels._checks import (
     GLUON_BUILD_ERRORS,
     arrival_counters,
@@ -131,6 +132,15 @@ FIT_HALVES_MIN_PAST = 32
 # default: 128x128 tiles (EPI 1) in 2-4 chunks ran 0.19-0.76x the shipped route at 80-1024 rows, 128x256 tiles
 # 0.03-0.45x (their build spills 1,186 bytes: the partials' sum beside a 128-register accumulator) (call 6).
 SPLIT_MAX, SPLIT_MIN_K_STEPS, SPLIT_BLOCK_N = 4, 16, (64,)
+# The split partials summed by the warpgroup that completes a tile's rows (True), or by a second kernel
+# (``matmul_splitk.sum_partials``, as the decode-sized GEMMs' TMA kernel since session 43).  H200, session 44 call 4,
+# steady state, the route with the second kernel x the fused sum wherever it splits: 65x1024x4096 1.36, 80x1024x8192
+# 1.23, 100x1024x4096 1.31, 128x1024x8192 1.20, 256x512x4096 1.24, 256x1024x8192 1.05, 512x512x8192 1.04, 1024x64x4096
+# 1.29, 512x64x8192 1.27 (x cuBLAS after 0.85-1.18); bitwise the same outputs, unsplit level (0.998-1.006).
+SPLIT_FUSED = False
+# Up to 8 chunks where they fill at most half the SMs (8 tiles), summed by the second kernel: session 44 call 6, x 4
+# chunks: 512x64x8192 1.20, 256x128x16384 1.30; at 16 tiles (8 chunks: 128 of the 132 SMs) 0.94-1.03, not taken.
+SPLIT_MAX_FEW = 8
 SPLIT_STEP_K = 64  # default_split's K steps (HALF_SPLIT_MIN_K_STEPS, SPLIT_MIN_K_STEPS) are this wide at any BLOCK_K
 _LOCKS: dict = {}  # per-tile arrival counters of split GEMMs, a buffer per (device, stream)
 # consumer registers after setmaxnreg, launch-time maxnreg (12 warps share the 64K register file; the producer
@@ -237,13 +247,15 @@ def default_split(m: int, n: int, k: int, config: tuple, sms: int) -> int:
     up to ``SPLIT_MAX`` whose chunks (of at least ``SPLIT_MIN_K_STEPS`` K steps) still fit one round of the ``sms``
     SMs; only tiles of ``SPLIT_BLOCK_N`` columns, of 128 rows where they fill at most a quarter of the SMs, of 64 rows
     where K has at least ``HALF_SPLIT_MIN_K_STEPS`` steps (the first where they fill at most a quarter of the SMs, the
-    second above).  K steps counted ``SPLIT_STEP_K`` wide whatever the tiles' BLOCK_K."""
+    second above).  K steps counted ``SPLIT_STEP_K`` wide whatever the tiles' BLOCK_K.  Up to ``SPLIT_MAX_FEW``
+    chunks where that many still fill at most half the SMs."""
     tiles = _tiles(m, n, config)
     k_steps = triton.cdiv(k, SPLIT_STEP_K)
     half_min_k_steps = HALF_SPLIT_MIN_K_STEPS[0 if 4 * tiles <= sms else 1]
     if config[1] not in SPLIT_BLOCK_N or (k_steps < half_min_k_steps if config[0] == 64 else 4 * tiles > sms):
         return 1
-    return pow2_split(tiles, k_steps, sms, SPLIT_MAX, SPLIT_MIN_K_STEPS)
+    most = SPLIT_MAX_FEW if SPLIT_MAX_FEW * tiles <= sms // 2 else SPLIT_MAX
+    return pow2_split(tiles, k_steps, sms, most, SPLIT_MIN_K_STEPS)
 
 
 def runnable(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
@@ -260,12 +272,14 @@ def _desc(t: torch.Tensor, box: list[int]):
 
 
 def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple | None = None,
-              b_tma: bool | None = None, cluster: bool = False, split: int | None = None) -> bool:
+              b_tma: bool | None = None, cluster: bool = False, split: int | None = None,
+              fused: bool | None = None) -> bool:
     """``c = a @ b`` through the Gluon kernel (``config`` None: :func:`default_config`'s); False (nothing written)
     when it cannot be built here.  ``b_tma``: B through TMA too (default: only when its row pitch is a multiple of
     128 bytes; always for tiles of WS_SPLIT_BLOCK_N's widths).  ``cluster``: in clusters of two CTAs, B by TMA
     multicast (WS_CONFIG's tiles; False, nothing written, once that build failed).  ``split``: K in that many chunks
-    (default: :func:`default_split`'s; clusters unsplit), fp32 partials summed in chunk order."""
+    (default: :func:`default_split`'s; clusters unsplit), fp32 partials summed in chunk order, by the tile's last
+    warpgroup or (``fused`` False; default ``SPLIT_FUSED``) by a second kernel."""
     m, k = a.shape
     n = b.shape[1]
     sms = sm_count(a.device, 1)
@@ -288,9 +302,10 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
         raise ValueError(f"split must be 1 with {bm}x{bn} tiles, got {split}")
     kt_per = triton.cdiv(k_steps, split)
     split = triton.cdiv(k_steps, kt_per)  # no chunk empty
+    fused = SPLIT_FUSED if fused is None else fused
     if split > 1:  # fp32 partials, plain stores (EPI 1)
         work = torch.empty((split, m, n), dtype=torch.float32, device=a.device)
-        locks = arrival_counters(_LOCKS, a.device, 2 * _tiles(m, n, (bm, bn)))
+        locks = arrival_counters(_LOCKS, a.device, 2 * _tiles(m, n, (bm, bn))) if fused else c
         epi = 1
     else:
         work = locks = c
@@ -311,11 +326,11 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
                                B_TMA=bool(b_tma), EPI=epi, CONSUMER_REGS=CONSUMER_REGS, CLUSTER=2 if cluster else 1,
                                CLUSTER_PTX=_ptx_cluster.VERSION if cluster else 0, BLOCK_N2=bn2, FIT_M=fit_m,
                                FIT_N=fit_n, SPLIT=split, LIGHT_PTX=_ptx_barriers.VERSION if light else 0,
-                               num_warps=4, maxnreg=MAXNREG)
+                               FUSED=fused or split == 1, num_warps=4, maxnreg=MAXNREG)
     except GLUON_BUILD_ERRORS as exc:  # compile, ptxas or resource errors (the PTX rewrite's): not a launch failure
         if light:  # the plain build from now on, said once (a CUDA error re-raised)
             gluon_build_failed(exc, _broken_light, "Gluon GEMM without its warpgroup barriers", "its plain build")
-            return matmul_ws(a, b, c, config, b_tma, cluster, split)
+            return matmul_ws(a, b, c, config, b_tma, cluster, split, fused)
         if cluster:  # the unclustered routes take over, said once
             gluon_build_failed(exc, _broken_cluster, "Gluon GEMM in clusters of two CTAs", "the repack route")
         elif config is None:  # the default config: the Triton kernels take every GEMM from now on, said once
@@ -323,6 +338,8 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
         elif "CUDA error" in str(exc):
             raise
         return False
+    if split > 1 and not fused:
+        _sk.sum_partials(work, c, _sk.REDUCE_BLOCK)
     return True
 
 

@@ -191,7 +191,7 @@ def _producer(a_desc, b_desc, b2_desc, B, M, N, K, N8, SB8, a_s, b_s, b2_s, a_re
 def _consumer(which: gl.constexpr, c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready,
               empty, num_pid_m, num_pid_n, GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr,
               EPI: gl.constexpr, CLUSTER: gl.constexpr, BLOCK_N2: gl.constexpr, FIT_M: gl.constexpr,
-              FIT_N: gl.constexpr, W, LOCKS, KT_PER, SPLIT: gl.constexpr):
+              FIT_N: gl.constexpr, W, LOCKS, KT_PER, SPLIT: gl.constexpr, FUSED: gl.constexpr):
     BLOCK_M: gl.constexpr = a_s.shape[1]
     BLOCK_K: gl.constexpr = a_s.shape[2]
     BLOCK_N: gl.constexpr = b_s.shape[2]
@@ -231,23 +231,25 @@ def _consumer(which: gl.constexpr, c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b
         else:
             acc = warpgroup_mma_wait(0, deps=(acc,))
         mbarrier.arrive(empty.index((j - 1) % STAGES), count=1)
-        if SPLIT > 1:  # (EPI 1) this chunk's fp32 partial into W; the warpgroup whose arrival completes its rows'
-            # SPLIT chunks sums them in chunk order (the same sum whichever arrives last) and stores the rows
+        if SPLIT > 1:  # (EPI 1) this chunk's fp32 partial into W; FUSED: the warpgroup whose arrival completes its
+            # rows' SPLIT chunks sums them in chunk order (the same sum whichever arrives last) and stores the rows
+            # (else the host's second kernel sums W)
             offs_m = r0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, acc_layout))
             offs_n = off_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, acc_layout))
             mask = gl.expand_dims(offs_m < M, 1) & gl.expand_dims(offs_n < N, 0)
             w_ptrs = W + gl.expand_dims(offs_m.to(gl.int64) * N, 1) + gl.expand_dims(offs_n, 0)
             plane = gl.cast(M, gl.int64) * N  # (M may reach the kernel as a constexpr: M == 1)
             gl.store(w_ptrs + part * plane, acc, mask=mask)
-            gl.thread_barrier()  # the warpgroup's partial stored before its release below
-            lock = LOCKS + (tile * 2 + which)
-            if gl.atomic_add(lock, 1, sem="acq_rel", scope="gpu") == SPLIT - 1:
-                acc = gl.zeros([ROWS, BLOCK_N], gl.float32, acc_layout)
-                for t in gl.static_range(SPLIT):
-                    acc += gl.load(w_ptrs + t * plane, mask=mask, other=0.0, cache_modifier=".cg")
-                ptrs = C + gl.expand_dims(offs_m.to(gl.int64) * scm, 1) + gl.expand_dims(offs_n, 0)
-                gl.store(ptrs, acc.to(c_desc.dtype), mask=mask)
-                gl.atomic_xchg(lock, 0, sem="relaxed", scope="gpu")  # zero again for the next call
+            if FUSED:
+                gl.thread_barrier()  # the warpgroup's partial stored before its release below
+                lock = LOCKS + (tile * 2 + which)
+                if gl.atomic_add(lock, 1, sem="acq_rel", scope="gpu") == SPLIT - 1:
+                    acc = gl.zeros([ROWS, BLOCK_N], gl.float32, acc_layout)
+                    for t in gl.static_range(SPLIT):
+                        acc += gl.load(w_ptrs + t * plane, mask=mask, other=0.0, cache_modifier=".cg")
+                    ptrs = C + gl.expand_dims(offs_m.to(gl.int64) * scm, 1) + gl.expand_dims(offs_n, 0)
+                    gl.store(ptrs, acc.to(c_desc.dtype), mask=mask)
+                    gl.atomic_xchg(lock, 0, sem="relaxed", scope="gpu")  # zero again for the next call
         elif EPI == 0:
             c = acc.to(c_desc.dtype)
             tma.store_wait(0)  # the previous tile has left the staging buffers
@@ -272,18 +274,18 @@ def _consumer(which: gl.constexpr, c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b
 def _consumer0(c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready, empty, num_pid_m,
                num_pid_n, GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr, EPI: gl.constexpr,
                CLUSTER: gl.constexpr, BLOCK_N2: gl.constexpr, FIT_M: gl.constexpr, FIT_N: gl.constexpr, W, LOCKS,
-               KT_PER, SPLIT: gl.constexpr):
+               KT_PER, SPLIT: gl.constexpr, FUSED: gl.constexpr):
     _consumer(0, c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready, empty, num_pid_m,
-              num_pid_n, GROUP_M, STAGES, B_TMA, EPI, CLUSTER, BLOCK_N2, FIT_M, FIT_N, W, LOCKS, KT_PER, SPLIT)
+              num_pid_n, GROUP_M, STAGES, B_TMA, EPI, CLUSTER, BLOCK_N2, FIT_M, FIT_N, W, LOCKS, KT_PER, SPLIT, FUSED)
 
 
 @gluon.jit
 def _consumer1(c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready, empty, num_pid_m,
                num_pid_n, GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr, EPI: gl.constexpr,
                CLUSTER: gl.constexpr, BLOCK_N2: gl.constexpr, FIT_M: gl.constexpr, FIT_N: gl.constexpr, W, LOCKS,
-               KT_PER, SPLIT: gl.constexpr):
+               KT_PER, SPLIT: gl.constexpr, FUSED: gl.constexpr):
     _consumer(1, c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready, empty, num_pid_m,
-              num_pid_n, GROUP_M, STAGES, B_TMA, EPI, CLUSTER, BLOCK_N2, FIT_M, FIT_N, W, LOCKS, KT_PER, SPLIT)
+              num_pid_n, GROUP_M, STAGES, B_TMA, EPI, CLUSTER, BLOCK_N2, FIT_M, FIT_N, W, LOCKS, KT_PER, SPLIT, FUSED)
 
 
 @gluon.jit
@@ -291,7 +293,8 @@ def matmul_ws_kernel(a_desc, b_desc, c_desc, B, C, M, N, K, N8, SB8, scm, b2_des
                      BLOCK_N: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, B_TMA: gl.constexpr,
                      EPI: gl.constexpr, CONSUMER_REGS: gl.constexpr, CLUSTER: gl.constexpr = 1,
                      CLUSTER_PTX: gl.constexpr = 0, BLOCK_N2: gl.constexpr = 0, FIT_M: gl.constexpr = 0,
-                     FIT_N: gl.constexpr = False, SPLIT: gl.constexpr = 1, LIGHT_PTX: gl.constexpr = 0):
+                     FIT_N: gl.constexpr = False, SPLIT: gl.constexpr = 1, LIGHT_PTX: gl.constexpr = 0,
+                     FUSED: gl.constexpr = True):
     """a_desc: host descriptor over A (M, K) with [BLOCK_M, BLOCK_K] boxes; c_desc over C (M, N) with
     [BLOCK_M / 2, BLOCK_N] boxes (two consumer warpgroups) or, for BLOCK_M 64, [64, BLOCK_N] (one; FIT_M 0 or
     1); b_desc over B (K, N) with [BLOCK_K, BLOCK_N] boxes (read only with ``B_TMA``;
@@ -306,8 +309,9 @@ def matmul_ws_kernel(a_desc, b_desc, c_desc, B, C, M, N, K, N8, SB8, scm, b2_des
     row moved up to end at M at most; ``FIT_N`` (N >= the tile's columns, B by TMA): the last tile column moved left to
     end at column N (``_origin``).  ``SPLIT`` > 1 (``EPI`` 1, ``CLUSTER`` 1, ``BLOCK_N2`` 0): each tile's K steps in
     SPLIT chunks of ``KT_PER`` (the last one shorter, none empty), each a work item, their fp32 partials through ``W``
-    (SPLIT x M x N) and summed by the warpgroup that completes a tile's rows (counted in ``LOCKS``, two int32 a tile,
-    zero between calls).  ``LIGHT_PTX`` (``CLUSTER`` 1): the version of ``kernels/_ptx_barriers.py``, whose rewrite
+    (SPLIT x M x N) and, with ``FUSED``, summed by the warpgroup that completes a tile's rows (counted in ``LOCKS``,
+    two int32 a tile, zero between calls); without, by the host's second kernel (``matmul_splitk.sum_partials``).
+    ``LIGHT_PTX`` (``CLUSTER`` 1): the version of ``kernels/_ptx_barriers.py``, whose rewrite
     then builds this kernel without the consumers' warpgroup barriers before their slot releases (read nowhere in the
     kernel: the host's ``_matmul_gluon.LIGHT_TILES``)."""
     gl.static_assert(CLUSTER == 1 or (B_TMA and EPI == 0), "CLUSTER 2 reads B by TMA and stores by TMA")
@@ -350,10 +354,10 @@ def matmul_ws_kernel(a_desc, b_desc, c_desc, B, C, M, N, K, N8, SB8, scm, b2_des
                          SPLIT)),
             (_consumer0, (c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready, empty,
                           num_pid_m, num_pid_n, GROUP_M, STAGES, B_TMA, EPI, CLUSTER, BLOCK_N2, FIT_M, FIT_N, W,
-                          LOCKS, KT_PER, SPLIT)),
+                          LOCKS, KT_PER, SPLIT, FUSED)),
             (_consumer1, (c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready, empty,
                           num_pid_m, num_pid_n, GROUP_M, STAGES, B_TMA, EPI, CLUSTER, BLOCK_N2, FIT_M, FIT_N, W,
-                          LOCKS, KT_PER, SPLIT)),
+                          LOCKS, KT_PER, SPLIT, FUSED)),
         ], [4, 4], [CONSUMER_REGS, CONSUMER_REGS])
     else:  # one consumer warpgroup owns the tile's BLOCK_M (64) rows
         gl.warp_specialize([
@@ -362,5 +366,5 @@ def matmul_ws_kernel(a_desc, b_desc, c_desc, B, C, M, N, K, N8, SB8, scm, b2_des
                          SPLIT)),
             (_consumer0, (c_desc, c2_desc, C, M, N, K, scm, a_s, b_s, b2_s, c_s, c2_s, a_ready, b_ready, empty,
                           num_pid_m, num_pid_n, GROUP_M, STAGES, B_TMA, EPI, CLUSTER, BLOCK_N2, FIT_M, FIT_N, W,
-                          LOCKS, KT_PER, SPLIT)),
+                          LOCKS, KT_PER, SPLIT, FUSED)),
         ], [4], [CONSUMER_REGS])

@@ -25,7 +25,7 @@ from kernels._offline_build import build, descriptor_type, main, write_ptx_fixtu
 
 def _signature(bm: int, bn: int, bk: int, stages: int, epi: int, b_tma: bool, group: int, regs: int,
                cluster: int, fit_m: int = 0, fit_n: bool = False, split: int = 1,
-               light: bool = False) -> tuple[dict, dict]:
+               light: bool = False, fused: bool = True) -> tuple[dict, dict]:
     """(signature, constexprs) of one bf16 configuration, as the JIT would give them."""
     two = bn & (bn - 1) != 0  # not a power of two (192): BLOCK_N as its largest power of two + BLOCK_N2
     bn1 = 1 << (bn.bit_length() - 1) if two else bn
@@ -33,7 +33,7 @@ def _signature(bm: int, bn: int, bk: int, stages: int, epi: int, b_tma: bool, gr
     const = {"BLOCK_N": bn1, "GROUP_M": group, "STAGES": stages, "B_TMA": b_tma or cluster == 2 or two, "EPI": epi,
              "CONSUMER_REGS": regs, "CLUSTER": cluster, "CLUSTER_PTX": _ptx_cluster.VERSION if cluster == 2 else 0,
              "BLOCK_N2": bn2, "FIT_M": fit_m, "FIT_N": fit_n, "SPLIT": split,
-             "LIGHT_PTX": _ptx_barriers.VERSION if light else 0}
+             "LIGHT_PTX": _ptx_barriers.VERSION if light else 0, "FUSED": fused}
     rows = consumer_rows(bm)
     descs = {"a_desc": (bm // 2 if fit_m == 2 else bm, bk), "b_desc": (bk, bn1 // cluster), "c_desc": (rows, bn1),
              "b2_desc": (bk, bn2 or bn1 // cluster), "c2_desc": (rows, bn2 or bn1)}
@@ -45,19 +45,19 @@ def _signature(bm: int, bn: int, bk: int, stages: int, epi: int, b_tma: bool, gr
 
 def check(bm: int = 128, bn: int = 256, bk: int = 64, stages: int = 3, epi: int = 0, b_tma: bool = False,
           group: int = 8, regs: int = 208, maxnreg: int = 168, cluster: int = 1, fit_m: int = 0,
-          fit_n: bool = False, split: int = 1, light: bool = False) -> bool:
+          fit_n: bool = False, split: int = 1, light: bool = False, fused: bool = True) -> bool:
     """Build one configuration; True if it built."""
-    sig, const = _signature(bm, bn, bk, stages, epi, b_tma, group, regs, cluster, fit_m, fit_n, split, light)
+    sig, const = _signature(bm, bn, bk, stages, epi, b_tma, group, regs, cluster, fit_m, fit_n, split, light, fused)
     b_tma = const["B_TMA"]
     names = matmul_ws_kernel.arg_names
     attrs = {(names.index("B"),): [["tt.divisibility", 16]], (names.index("C"),): [["tt.divisibility", 16]]}
     tag = (f"{bm}x{bn}x{bk} stages={stages} epi={epi} b_tma={b_tma} group={group} regs={regs}/{maxnreg} "
-           f"cluster={cluster} fit_m={fit_m} fit_n={fit_n} split={split} light={light}")
+           f"cluster={cluster} fit_m={fit_m} fit_n={fit_n} split={split} light={light} fused={fused}")
     counts = ("wgmma.mma_async", "cp.async.cg", "cp.async.ca", "cp.async.mbarrier", "cp.async.bulk.tensor",
               "fence.proxy.async", "setmaxnreg", "multicast::cluster", "mapa", "barrier.cluster")
     path = (f"/tmp/matmul_ws_{bm}_{bn}_{bk}_{stages}_{epi}_{int(b_tma)}" + ("_c2" if cluster == 2 else "")
             + (f"_fit{fit_m}{int(fit_n)}" if fit_m or fit_n else "") + (f"_s{split}" if split > 1 else "")
-            + ("_light" if light else ""))
+            + ("" if fused else "_nf") + ("_light" if light else ""))
     with _ptx_cluster.rewriting(B_DESC_PARAM) if cluster == 2 else \
             _ptx_stage.rewriting(_ptx_barriers.rewrite_ptx) if light else nullcontext():
         return build(matmul_ws_kernel, sig, const, attrs, maxnreg=maxnreg, tag=tag, path=path, counts=counts)

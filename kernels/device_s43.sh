@@ -51,7 +51,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=.
 source kernels/device_lib.sh
 CALL=${1:-call1}
 bash kernels/device_s42.sh harnesses > /dev/null || exit 3
-device_env s43 "$CALL"
+[ "$CALL" = harnesses ] || device_env s43 "$CALL"  # harnesses: the files under /tmp/s43 only
 mkdir -p /tmp/s43
 cat > /tmp/s43/gemm_tma.py <<'PY'
 """argv: rounds seconds shapes (MxNxK,...) configs (name=SPLITxBNxBKwWsS[t][x|r[BLOCK][o]],...: matmul_splitk_tma's
@@ -203,5 +203,6 @@ case $CALL in
     timeout 150 python3 /tmp/s43/gemm_tma.py 5 0.2 64x4096x4096,56x4096x4096,64x3072x4096 \
       "n1=1x32x128w4s6,w2r=2x64x128w4s4r,w2r6=2x64x128w4s6r" 2>&1 | tee "${LOG}_gemm_w2.log"
     ;;
+  harnesses) ;;  # the harnesses under /tmp/s43 only (for later sessions' scripts)
   *) echo "unknown call $CALL"; exit 2 ;;
 esac

@@ -392,15 +392,28 @@ def test_matmul_gpu_ws_fitted_edges_bitwise(m, n, k, pitch, cfg, gen, monkeypatc
     (512, 512, 8192, mg.WS_HALF_CONFIG, 2), (256, 512, 4096, mg.WS_HALF_CONFIG, 4),  # above 128 rows alike
     (1024, 512, 4096, mg.WS_HALF_CONFIG, 1),
     (100, 1024, 4096, (64, 128, 64, 8, 8, 0), 1),  # 64-row tiles of 128 columns: not timed split
-    (256, 1024, 8192, mg.WS_CONFIG, 1), (4096, 4096, 4096, mg.WS_CONFIG, 1)])
+    (256, 1024, 8192, mg.WS_CONFIG, 1), (4096, 4096, 4096, mg.WS_CONFIG, 1),
+    # up to SPLIT_MAX_FEW chunks where they fill at most half the SMs (8 tiles), with chunks of 16 K steps or more
+    (512, 64, 8192, mg.WS_HALF_CONFIG, 8), (256, 128, 16384, mg.WS_HALF_CONFIG, 8),
+    (512, 64, 4096, mg.WS_HALF_CONFIG, 4), (1024, 64, 8192, mg.WS_HALF_CONFIG, 4)])
 def test_default_split(m, n, k, config, want, monkeypatch):
     """K is split where 128x64 tiles fill at most a quarter of the SMs, 64-row tiles half with at least
-    HALF_SPLIT_MIN_K_STEPS K steps (more above a quarter): the largest power of two up to SPLIT_MAX whose chunks still
-    fit one round, each at least SPLIT_MIN_K_STEPS K steps (64 wide whatever the tiles' BLOCK_K); none with
-    SPLIT_MAX 1."""
+    HALF_SPLIT_MIN_K_STEPS K steps (more above a quarter): the largest power of two up to SPLIT_MAX (SPLIT_MAX_FEW
+    where those fill at most half the SMs) whose chunks still fit one round, each at least SPLIT_MIN_K_STEPS K steps
+    (64 wide whatever the tiles' BLOCK_K); none with both at 1."""
     assert mg.default_split(m, n, k, config, 132) == want
     monkeypatch.setattr(mg, "SPLIT_MAX", 1)
+    monkeypatch.setattr(mg, "SPLIT_MAX_FEW", 1)
     assert mg.default_split(m, n, k, config, 132) == 1
+
+
+def test_default_split_few_tiles_only_below_half_the_sms(monkeypatch):
+    """SPLIT_MAX_FEW chunks only where they fill at most half the SMs: 8 tiles take 8 chunks on 132 SMs, 4 on 100
+    (64 items over half of them); at SPLIT_MAX_FEW 4 never more than 4."""
+    assert mg.default_split(512, 64, 8192, mg.WS_HALF_CONFIG, 132) == 8
+    assert mg.default_split(512, 64, 8192, mg.WS_HALF_CONFIG, 100) == 4
+    monkeypatch.setattr(mg, "SPLIT_MAX_FEW", 4)
+    assert mg.default_split(512, 64, 8192, mg.WS_HALF_CONFIG, 132) == 4
 
 
 @pytest.mark.gpu
@@ -408,26 +421,31 @@ def test_default_split(m, n, k, config, want, monkeypatch):
     (80, 4096, 4096, None), (100, 1024, 4096, None), (65, 1000, 3000, 1024), (300, 520, 1000, None),
     (127, 264, 2056, None), (512, 512, 8192, None), (1000, 264, 4040, 280), (1, 1000, 2048, None)])
 @pytest.mark.parametrize("cfg", [None, mg.WS_CONFIG, mg.WS_NARROW_CONFIG, mg.WS_SLIM_CONFIG, mg.WS_HALF_CONFIG])
-def test_matmul_gpu_ws_split_k(m, n, k, pitch, cfg, gen):
-    """K in 2, 3 (a short last chunk), 4 and 8 chunks: right against fp64 as the unsplit kernel is; the same output
-    over calls, whichever chunk completes a tile last (summed in chunk order), and from a CUDA graph's replays; B by
-    TMA and through cp.async (pitches not a multiple of 128 bytes), ragged M, N and K, fitted edges, and M = 1 (a
-    constexpr in the kernel)."""
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "second-kernel"])
+def test_matmul_gpu_ws_split_k(m, n, k, pitch, cfg, fused, gen):
+    """K in 2, 3 (a short last chunk), 4 and 8 chunks, the partials summed by each tile's last warpgroup or by a
+    second kernel: right against fp64 as the unsplit kernel is; the same output over calls, whichever chunk completes a
+    tile last (summed in chunk order), from a CUDA graph's replays, and either way of summing (bitwise); B by TMA and
+    through cp.async (pitches not a multiple of 128 bytes), ragged M, N and K, fitted edges, and M = 1 (a constexpr in
+    the kernel)."""
     a, b = _inputs(m, n, k, gen, pitch)
     ref = a.double() @ b.double()
     one = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     assert mg.matmul_ws(a, b, one, cfg, split=1)
     for split in (2, 3, 4, 8):
         want = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-        assert mg.matmul_ws(a, b, want, cfg, split=split)
+        assert mg.matmul_ws(a, b, want, cfg, split=split, fused=fused)
         assert rel_err(want, ref) < 1e-2 and rel_err(want, ref) < 2 * rel_err(one, ref) + 1e-3, (split, cfg)
         for _ in range(3):
             c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-            assert mg.matmul_ws(a, b, c, cfg, split=split)
+            assert mg.matmul_ws(a, b, c, cfg, split=split, fused=fused)
             assert torch.equal(c, want), f"{m}x{n}x{k} split {split} {cfg}"
-    graph = _captured(lambda: mg.matmul_ws(a, b, c, cfg, split=4))
+        c.fill_(float("nan"))
+        assert mg.matmul_ws(a, b, c, cfg, split=split, fused=not fused)
+        assert torch.equal(c, want), f"{m}x{n}x{k} split {split} {cfg}: the other sum"
+    graph = _captured(lambda: mg.matmul_ws(a, b, c, cfg, split=4, fused=fused))
     want = torch.empty_like(c)
-    assert mg.matmul_ws(a, b, want, cfg, split=4)
+    assert mg.matmul_ws(a, b, want, cfg, split=4, fused=fused)
     for _ in range(2):
         c.fill_(float("nan"))
         graph.replay()
@@ -471,19 +489,20 @@ def test_misaligned_b_takes_the_clusters_by_default(gen, monkeypatch):
     (300, 520, 1000, None)])
 def test_matmul_gpu_ws_light_build_bitwise(m, n, k, pitch, gen, monkeypatch):
     """64x64 tiles built without the consumer's warpgroup barriers (``LIGHT_TILES``, kernels/_ptx_barriers.py's
-    rewrite): bitwise the plain build, unsplit and split, B by TMA and through cp.async, ragged M, N and K, M = 1."""
+    rewrite): bitwise the plain build, unsplit and split (partials summed either way), B by TMA and through cp.async,
+    ragged M, N and K, M = 1."""
     assert mg.LIGHT_ERROR is None and (64, 64) in mg.LIGHT_TILES
     a, b = _inputs(m, n, k, gen, pitch)
     aligned = (b.stride(0) * b.element_size()) % 128 == 0
-    for split in (1, 2):
+    for split, fused in ((1, True), (2, True), (2, False)):
         for b_tma in (True, False) if aligned else (False,):
             want = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
             with monkeypatch.context() as mp:
                 mp.setattr(mg, "LIGHT_TILES", ())
-                assert mg.matmul_ws(a, b, want, mg.WS_HALF_CONFIG, b_tma=b_tma, split=split)
+                assert mg.matmul_ws(a, b, want, mg.WS_HALF_CONFIG, b_tma=b_tma, split=split, fused=fused)
             c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-            assert mg.matmul_ws(a, b, c, mg.WS_HALF_CONFIG, b_tma=b_tma, split=split)
-            assert torch.equal(c, want), f"{m}x{n}x{k} split={split} b_tma={b_tma}"
+            assert mg.matmul_ws(a, b, c, mg.WS_HALF_CONFIG, b_tma=b_tma, split=split, fused=fused)
+            assert torch.equal(c, want), f"{m}x{n}x{k} split={split} fused={fused} b_tma={b_tma}"
     assert rel_err(want, a.double() @ b.double()) < 1e-2
     assert not mg._broken_light and mg.status() == "enabled"
 
