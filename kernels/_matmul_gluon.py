@@ -97,8 +97,13 @@ HALF_MAX_M = 128
 # where they fill more than a quarter: session 42 call 3, 128-wide K steps, x K in 2 chunks at 64 tiles, unsplit:
 # 96 / 128 x 2048 x 4096 1.03 / 1.01, 4096x64x4096 1.06; at 16-32 tiles 4 chunks stay ahead (x unsplit 1.03-1.14).
 # Call 4 as routed, x the same tiles split at 64 steps there: 96 x 1536 / 2048 x 4096 1.03 / 1.03, 128x2048x4096
-# 1.02, 4096x64x4096 1.07.
+# 1.02, 4096x64x4096 1.07.  [0] up to HALF_SPLIT_LOW_FILL of the SMs (a quarter until session 44): with the partials
+# summed by the second kernel (SPLIT_FUSED), at 36-48 tiles and 64 K steps 2 chunks x unsplit (session 44 call 10):
+# 96 / 80 / 128 x 1536 x 4096 1.07 / 1.10 / 1.08, 192x1024x4096 1.13, 256x768x4096 1.13, 128x1280x4096 1.14,
+# 320x512x4096 1.18, 2560x64x4096 1.13, 576x256x4096 1.17, 2304x64x4096 1.20; at 64 tiles mixed (call 5-6: 96x2048x4096
+# 1.01-1.02, 512x512x4096 0.97, 4096x64x4096 0.91).
 HALF_SPLIT_MIN_K_STEPS = (64, 128)
+HALF_SPLIT_LOW_FILL = 0.375
 # and 64x128 tiles (8 stages, unsplit) where the 64x64 ones take more than a round and those fit one: H200, session
 # 40 call 7, steady state, x the 128x64 tiles (one tile row, unsplit): 96 x 4352 / 5120 / 6144 / 7168 / 8192 x 4096
 # 1.01 / 1.02 / 1.03 / 1.05 / 1.11 (x cuBLAS 0.98 at 8192), 65x8192x4096 1.12, 128x8192x4096 1.04, 80x8448x4096
@@ -122,8 +127,9 @@ HALF_WIDE_MAX_SHARE = 0.75
 FIT_EDGES = True
 FIT_HALVES_MIN_PAST = 32
 # K split into chunks, each its own work item (matmul_ws_kernel's SPLIT: fp32 partials through a workspace, summed by
-# the warpgroup that completes a tile's rows), where the tiles fill at most a quarter of the SMs: the largest power of
-# two up to SPLIT_MAX whose items still fit one round, each chunk at least SPLIT_MIN_K_STEPS K steps (default_split).
+# the warpgroup that completes a tile's rows until session 44, now by a second kernel: SPLIT_FUSED), where the tiles
+# fill at most a quarter of the SMs: the largest power of two up to SPLIT_MAX whose items still fit one round, each
+# chunk at least SPLIT_MIN_K_STEPS K steps (default_split).
 # H200, session 39 call 3, steady state, x unsplit: 16-32 tiles 1.10-1.48 at 4 chunks of 16-32 K steps (65x1024x4096
 # 1.18, 100x1024x4096 1.13, 96x2048x4096 1.10, 256x1024x8192 1.48 (x cuBLAS 0.64 -> 0.94), 512x512x8192 1.20; 2
 # chunks there 1.06-1.27), 8 chunks of 8 K steps 0.93-0.98; at 64 tiles 2 chunks lost (0.88-0.96 at M 65-127 x 4096 x
@@ -246,12 +252,12 @@ def default_split(m: int, n: int, k: int, config: tuple, sms: int) -> int:
     """How many chunks of K ``config``'s tiles take for an (m, n, k) product (1: unsplit): the largest power of two
     up to ``SPLIT_MAX`` whose chunks (of at least ``SPLIT_MIN_K_STEPS`` K steps) still fit one round of the ``sms``
     SMs; only tiles of ``SPLIT_BLOCK_N`` columns, of 128 rows where they fill at most a quarter of the SMs, of 64 rows
-    where K has at least ``HALF_SPLIT_MIN_K_STEPS`` steps (the first where they fill at most a quarter of the SMs, the
-    second above).  K steps counted ``SPLIT_STEP_K`` wide whatever the tiles' BLOCK_K.  Up to ``SPLIT_MAX_FEW``
-    chunks where that many still fill at most half the SMs."""
+    where K has at least ``HALF_SPLIT_MIN_K_STEPS`` steps (the first where they fill at most ``HALF_SPLIT_LOW_FILL``
+    of the SMs, the second above).  K steps counted ``SPLIT_STEP_K`` wide whatever the tiles' BLOCK_K.  Up to
+    ``SPLIT_MAX_FEW`` chunks where that many still fill at most half the SMs."""
     tiles = _tiles(m, n, config)
     k_steps = triton.cdiv(k, SPLIT_STEP_K)
-    half_min_k_steps = HALF_SPLIT_MIN_K_STEPS[0 if 4 * tiles <= sms else 1]
+    half_min_k_steps = HALF_SPLIT_MIN_K_STEPS[0 if tiles <= HALF_SPLIT_LOW_FILL * sms else 1]
     if config[1] not in SPLIT_BLOCK_N or (k_steps < half_min_k_steps if config[0] == 64 else 4 * tiles > sms):
         return 1
     most = SPLIT_MAX_FEW if SPLIT_MAX_FEW * tiles <= sms // 2 else SPLIT_MAX

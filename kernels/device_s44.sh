@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Session-44 device calls (issue 16), prepared in session 43 (nothing run yet): bash kernels/device_s44.sh CALL (OUT set
-# by the tool).  Every step is guarded by `timeout`.  Timing: the power-capped steady state (kernels/tune_ab).
+# Session-44 device calls (issue 16; calls 1-2 prepared in session 43, 3-11 added in session 44, all run): bash
+# kernels/device_s44.sh CALL (OUT set by the tool).  Every step is guarded by `timeout`.  Timing: the power-capped
+# steady state (kernels/tune_ab).
 # call1: session 43's split rules for the decode-sized GEMMs (partials summed by a second kernel, up to 8 narrow chunks,
 #        64-column split tiles, a whole wave of transposed tiles) were timed with B resident in L2 (the suite's
 #        timing).  A model's weights stream from DRAM: the same route against session 42's (`old`: gemm_route.py
@@ -26,6 +27,8 @@
 #        tests.
 # call10 (added in session 44): 36-48 64x64 tiles at K = 4096 (64 K steps: unsplit by the rule above a quarter of the
 #        SMs) in 2 chunks with the second kernel's sum (call 6: 96 / 80 x 1536 x 4096 1.07), `gluon_splits.py`.
+# call11 (added in session 44, on HALF_SPLIT_LOW_FILL 0.375 as committed): call 9's comparison at 36-48 tiles, then
+#        the GEMM GPU tests.
 # If an H100 is lent, kernels/device_s37.sh calls 1-3 (carry [".whl"]) and 14 come first (README's H100 table, the H100
 # baseline's re-made entries, cuDNN's fp8 forward on an H100), then call 1 here.
 set -o pipefail
@@ -294,8 +297,8 @@ PY
 
 cat > /tmp/s44/gluon_final.py <<'PY'
 """argv: rounds seconds shapes (MxNxK,...).  The route as committed (the Gluon kernel's split partials summed by the
-second kernel, up to SPLIT_MAX_FEW chunks at few tiles) against the route before (`old`: SPLIT_FUSED True,
-SPLIT_MAX_FEW 4) and cuBLAS; outputs compared bitwise."""
+second kernel, up to SPLIT_MAX_FEW chunks at few tiles, 2 chunks at 36-48 tiles) against the route before (`old`:
+SPLIT_FUSED True, SPLIT_MAX_FEW 4, HALF_SPLIT_LOW_FILL 0.25) and cuBLAS; outputs compared bitwise."""
 import sys
 
 import torch
@@ -311,7 +314,8 @@ for m, n, k in SHAPES:
     a, b, c, ref = gemm_operands(m, n, k)
     cfg = mg.default_config(m, n, sms, True)
     fns = {"cublas": lambda: torch.matmul(a, b, out=c), "ship": lambda: mm.matmul(a, b, out=c)}
-    fns["old"] = patched(patched(fns["ship"], mg, "SPLIT_FUSED", True), mg, "SPLIT_MAX_FEW", 4)
+    fns["old"] = patched(patched(patched(fns["ship"], mg, "SPLIT_FUSED", True), mg, "SPLIT_MAX_FEW", 4), mg,
+                         "HALF_SPLIT_LOW_FILL", 0.25)
     outs, errs = outputs_and_errors(fns, c, ref)
     times = steady_in_turns(fns, ROUNDS, SECONDS)
     print(f"{m}x{n}x{k} (route: gluon {mm.gluon_default(m, n, True)}, {cfg}, split "
@@ -373,6 +377,13 @@ case $CALL in
     timeout 250 python3 /tmp/s44/gluon_splits.py 4 0.15 \
       96x1536x4096,80x1536x4096,128x1536x4096,192x1024x4096,256x768x4096,128x1280x4096,320x512x4096,2560x64x4096,576x256x4096,2304x64x4096 \
       2>&1 | tee "${LOG}_gemm_gluon_splits40.log"
+    ;;
+  call11)
+    timeout 150 python3 /tmp/s44/gluon_final.py 4 0.15 \
+      96x1536x4096,80x1536x4096,192x1024x4096,320x512x4096,576x256x4096,2304x64x4096,128x1280x4096,96x2048x4096,65x1024x4096,512x64x8192 \
+      2>&1 | tee "${LOG}_gemm_gluon_final.log"
+    timeout 330 python3 -m pytest tests/kernels/test_matmul.py tests/kernels/test_matmul_ws.py -m gpu -q -p no:cacheprovider \
+      -n 8 2>&1 | tail -8 | tee "${LOG}_gpu_tests_matmul.log"
     ;;
   harnesses) ;;
   *) echo "unknown call $CALL"; exit 2 ;;

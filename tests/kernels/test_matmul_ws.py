@@ -385,7 +385,9 @@ def test_matmul_gpu_ws_fitted_edges_bitwise(m, n, k, pitch, cfg, gen, monkeypatc
     (100, 1024, 4096, mg.WS_HALF_CONFIG, 4), (96, 512, 4096, mg.WS_HALF_CONFIG, 4),
     (80, 1024, 8192, mg.WS_HALF_CONFIG, 4), (96, 2048, 8192, mg.WS_HALF_CONFIG, 2),
     (96, 4096, 4096, mg.WS_HALF_CONFIG, 1),
-    (96, 2048, 4096, mg.WS_HALF_CONFIG, 1), (96, 1536, 4096, mg.WS_HALF_CONFIG, 1),  # over a quarter: 128 K steps
+    (96, 2048, 4096, mg.WS_HALF_CONFIG, 1), (96, 2560, 4096, mg.WS_HALF_CONFIG, 1),  # over 3/8: 128 K steps
+    (96, 1536, 4096, mg.WS_HALF_CONFIG, 2), (2304, 64, 4096, mg.WS_HALF_CONFIG, 2),  # 48 / 36 tiles: 64 steps
+    (96, 1536, 2048, mg.WS_HALF_CONFIG, 1),
     (4096, 64, 4096, mg.WS_HALF_CONFIG, 1), (4096, 64, 8192, mg.WS_HALF_CONFIG, 2),
     (100, 1024, 4096, (64, 64, 64, 8, 8, 0), 4), (100, 1024, 2048, (64, 64, 64, 8, 8, 0), 1),  # 64-wide steps alike
     (100, 1024, 2048, mg.WS_HALF_CONFIG, 1), (128, 4096, 1024, mg.WS_HALF_CONFIG, 1),
@@ -398,9 +400,9 @@ def test_matmul_gpu_ws_fitted_edges_bitwise(m, n, k, pitch, cfg, gen, monkeypatc
     (512, 64, 4096, mg.WS_HALF_CONFIG, 4), (1024, 64, 8192, mg.WS_HALF_CONFIG, 4)])
 def test_default_split(m, n, k, config, want, monkeypatch):
     """K is split where 128x64 tiles fill at most a quarter of the SMs, 64-row tiles half with at least
-    HALF_SPLIT_MIN_K_STEPS K steps (more above a quarter): the largest power of two up to SPLIT_MAX (SPLIT_MAX_FEW
-    where those fill at most half the SMs) whose chunks still fit one round, each at least SPLIT_MIN_K_STEPS K steps
-    (64 wide whatever the tiles' BLOCK_K); none with both at 1."""
+    HALF_SPLIT_MIN_K_STEPS K steps (more above HALF_SPLIT_LOW_FILL): the largest power of two up to SPLIT_MAX
+    (SPLIT_MAX_FEW where those fill at most half the SMs) whose chunks still fit one round, each at least
+    SPLIT_MIN_K_STEPS K steps (64 wide whatever the tiles' BLOCK_K); none with both at 1."""
     assert mg.default_split(m, n, k, config, 132) == want
     monkeypatch.setattr(mg, "SPLIT_MAX", 1)
     monkeypatch.setattr(mg, "SPLIT_MAX_FEW", 1)
