@@ -308,7 +308,7 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
         raise ValueError(f"split must be 1 with {bm}x{bn} tiles, got {split}")
     kt_per = triton.cdiv(k_steps, split)
     split = triton.cdiv(k_steps, kt_per)  # no chunk empty
-    fused = SPLIT_FUSED if fused is None else fused
+    fused = (SPLIT_FUSED if fused is None else fused) or split == 1
     if split > 1:  # fp32 partials, plain stores (EPI 1)
         work = torch.empty((split, m, n), dtype=torch.float32, device=a.device)
         locks = arrival_counters(_LOCKS, a.device, 2 * _tiles(m, n, (bm, bn))) if fused else c
@@ -332,7 +332,7 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
                                B_TMA=bool(b_tma), EPI=epi, CONSUMER_REGS=CONSUMER_REGS, CLUSTER=2 if cluster else 1,
                                CLUSTER_PTX=_ptx_cluster.VERSION if cluster else 0, BLOCK_N2=bn2, FIT_M=fit_m,
                                FIT_N=fit_n, SPLIT=split, LIGHT_PTX=_ptx_barriers.VERSION if light else 0,
-                               FUSED=fused or split == 1, num_warps=4, maxnreg=MAXNREG)
+                               FUSED=fused, num_warps=4, maxnreg=MAXNREG)
     except GLUON_BUILD_ERRORS as exc:  # compile, ptxas or resource errors (the PTX rewrite's): not a launch failure
         if light:  # the plain build from now on, said once (a CUDA error re-raised)
             gluon_build_failed(exc, _broken_light, "Gluon GEMM without its warpgroup barriers", "its plain build")
@@ -344,8 +344,8 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
         elif "CUDA error" in str(exc):
             raise
         return False
-    if split > 1 and not fused:
-        _sk.sum_partials(work, c, _sk.REDUCE_BLOCK)
+    if not fused:
+        _sk.sum_partials(work, c)
     return True
 
 

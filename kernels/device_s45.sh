@@ -21,18 +21,16 @@ mkdir -p /tmp/s45
 
 cat > /tmp/s45/tma_rows.py <<'PY'
 """argv: rounds seconds shapes (MxNxK,...).  The route (`ship`) against the Triton TMA kernel's 64-row tiles (`t64`
-64x64 on K steps of 128 at 3 stages, `t128` 64x128 on K steps of 64 at 4 stages), K in the most power-of-two chunks
-(up to 8) whose programs fit one round with at least 8 K steps a chunk, partials summed by the second kernel; and
-cuBLAS."""
+64x64 on K steps of 128 at 3 stages, `t128` 64x128 on K steps of 64 at 4 stages), K split as the decode-sized narrow
+tiles' rule splits it (matmul_splitk.narrow_chunks: the most power-of-two chunks, up to 8, whose programs fit one
+round with at least 8 K steps a chunk, K >= 4096), partials summed by the second kernel; and cuBLAS."""
 import sys
 
 import torch
-import triton
 
 from kernels import _matmul_gluon as mg
 from kernels import matmul as mm
 from kernels import matmul_splitk as sk
-from kernels._checks import pow2_split
 from kernels.tune_ab import gemm_operands, outputs_and_errors, ratios, steady_in_turns, timings_line
 
 ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
@@ -44,8 +42,7 @@ for m, n, k in SHAPES:
     fns = {"cublas": lambda: torch.matmul(a, b, out=c), "ship": lambda: mm.matmul(a, b, out=c)}
     cfgs = {}
     for name, (bn, bk, warps, stages) in TILES.items():
-        programs = triton.cdiv(n, bn) * triton.cdiv(m, 64)
-        split = pow2_split(programs, triton.cdiv(k, bk), sms, 8, 8)
+        split = sk.narrow_chunks(sk.tma_tiles(m, n, bn), k, bk, sms)  # the narrow tiles' rule (8 chunks, 8 K tiles)
         cfgs[name] = (split, bn, bk, warps, stages, True)
         fns[name] = lambda cfg=cfgs[name]: sk.matmul_splitk_tma(a, b, c, cfg, fused=False)
     outs, errs = outputs_and_errors(fns, c, ref)

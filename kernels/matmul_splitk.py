@@ -244,10 +244,12 @@ def matmul_splitk(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, num_sms: in
     return c
 
 
-def sum_partials(work: torch.Tensor, c: torch.Tensor, block: int) -> None:
+def sum_partials(work: torch.Tensor, c: torch.Tensor, block: int | None = None) -> None:
     """``c`` = the sum of ``work``'s (split, M, N) fp32 planes, through ``_splitk_reduce`` (``block`` elements a
-    program): the second kernel of both split-K paths where their programs do not sum the partials themselves."""
+    program, default REDUCE_BLOCK): the second kernel of the split GEMMs (the TMA kernel's, the Gluon kernel's, the
+    pointer path's) where their programs do not sum the partials themselves."""
     split, m, n = work.shape
+    block = block or REDUCE_BLOCK
     _splitk_reduce[(triton.cdiv(m * n, block),)](work, c, m, n, split, c.stride(0), c.stride(1), BLOCK=block)
 
 
@@ -513,7 +515,7 @@ def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config:
                       DOT_F32=interp, SWAP_AB=swap, A_PTR=a_ptr, A2=da2, BLOCK_M2=bm2, A_WIN=win, FUSED=fused,
                       **extra)
     if not fused:
-        sum_partials(work, c, REDUCE_BLOCK)
+        sum_partials(work, c)
     return c
 
 
