@@ -14,6 +14,7 @@ import triton
 import triton.language as tl
 
 from kernels import _matmul_gluon as _mg
+from kernels import matmul_rows as _rows
 from kernels import matmul_splitk as _sk
 from kernels._checks import check_device, check_dtype, interpreting, mma, set_triton_allocator, sm_count, tma_ok
 from kernels.matmul_splitk import SPLITK_MAX_M, matmul_splitk, matmul_splitk_tma, tma_splitk_ok
@@ -278,12 +279,15 @@ def use_splitk(m: int, n: int, k: int, sms: int) -> bool:
 
 def default_tma_route(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, sms: int) -> tuple | None:
     """The TMA kernel's config ``matmul`` takes for ``c = a @ b`` when no tuning knob is given, or None (split-K
-    where ``use_splitk`` holds, else the other kernels): M <= SMALL_M with row-major, TMA-aligned tensors, through
-    ``matmul_splitk.default_tma_config`` (always a config for M <= matmul_splitk.SWAP_MAX_M)."""
+    where ``use_splitk`` holds, else the other kernels): with row-major, TMA-aligned tensors, M <= SMALL_M through
+    ``matmul_splitk.default_tma_config`` (always a config for M <= matmul_splitk.SWAP_MAX_M), larger M through
+    ``matmul_rows.rows_split_config`` where B's pitch is a multiple of 128 bytes (the Gluon kernel's route else)."""
     m, k = a.shape
     n = b.shape[1]
-    if m > SMALL_M or not tma_ok(a, b, c):  # row-major B (unit last strides): tma_splitk_ok holds too
+    if not tma_ok(a, b, c):  # row-major B (unit last strides): tma_splitk_ok holds too
         return None
+    if m > SMALL_M:
+        return None if _b_pitch_misaligned(b) else _rows.rows_split_config(m, n, k, sms)
     return _sk.default_tma_config(m, n, k, sms)
 
 
@@ -321,7 +325,8 @@ def matmul(
     ``default_tma_config`` picks a config (M <= SWAP_MAX_M: its tiles computed transposed, always, ahead of split-K;
     larger M: one of its WIDE_TMA_CONFIGS where their tiles fill the GPU, else SPLITK_TMA_CONFIG's tiles or 64-column
     ones with K split (``narrow_split_config``), else the tiles that fill at least half their waves rather than the
-    persistent kernel).  ``ws`` (a
+    persistent kernel), and above SMALL_M rows 64-row tiles with K split in 4-16 chunks where
+    ``matmul_rows.rows_split_config`` picks them (row-major B of a 128-byte pitch).  ``ws`` (a
     ``_matmul_gluon.WS_CONFIG`` tuple) runs the warp-specialised Gluon kernel (``misaligned_b="ws"`` picks it
     with its default config for a misaligned B); ValueError where it cannot run.  ``gluon``: True / False takes
     / avoids that kernel (default config) wherever it can run; None (default): ``gluon_default`` decides, for

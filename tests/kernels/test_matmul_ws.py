@@ -263,8 +263,8 @@ def test_matmul_gpu_default_routes(gluon, m, n, k, dtype, gen):
     (96, 4096, 4096, torch.bfloat16), (65, 1024, 520, torch.float16), (130, 4096, 1024, torch.bfloat16),
     (768, 4096, 1024, torch.bfloat16), (1000, 3072, 1000, torch.float16), (4096, 512, 1024, torch.bfloat16),
     (2000, 256, 520, torch.bfloat16),
-    # above 128 rows on 64-row tiles: 64x64 (K split in 2 at 512x512x8192), 64x128 at 129-192 rows
-    (512, 512, 8192, torch.bfloat16), (4096, 128, 1024, torch.float16), (160, 4096, 2048, torch.bfloat16),
+    # above 128 rows on 64-row tiles: 64x64 (K split in 2 at 192x1024x8192), 64x128 at 129-192 rows
+    (192, 1024, 8192, torch.bfloat16), (4096, 128, 1024, torch.float16), (160, 4096, 2048, torch.bfloat16),
     (319, 1024, 776, torch.bfloat16),
     # one tile column (N = 64): 64x64 tiles with K split, unsplit and past a round (128x64 tiles)
     (4096, 64, 4096, torch.bfloat16), (300, 64, 4096, torch.float16), (16384, 64, 520, torch.bfloat16)])
@@ -272,8 +272,10 @@ def test_matmul_gpu_small_aligned_take_the_gluon_kernel(m, n, k, dtype, gen):
     """Under a wave of wide tiles a B that TMA reads goes to the Gluon kernel on default_config's tiles (ragged edges
     clipped by the copy engine): the default's output is that kernel's, bitwise, and right."""
     from kernels import matmul as mm
+    from kernels import matmul_rows as mr
 
     assert mm.gluon_default(m, n, aligned=True)
+    assert mr.rows_split_config(m, n, k, mm.num_sms(torch.device("cuda"))) is None  # not the split 64-row tiles
     a, b = _inputs(m, n, k, gen, dtype=dtype)
     c = torch.empty(m, n, dtype=dtype, device="cuda")
     assert mg.matmul_ws(a, b, c, mg.default_config(m, n, mm.num_sms(a.device)))
