@@ -10,11 +10,13 @@ mean over all 56: 1.11): 384x128x8192 1.41, 192x256x8192 1.37, 1024x256x8192 1.3
 the split tiles ran at 0.63-1.03x it.  Off that grid (calls 2-3, M 65-1536 x N 128-768 x K 4096-16384, the rule or
 its pick forced): 1.04-1.50x where it takes them (320x384x14336 1.47, 256x512x16384 1.50, 144x256x8192 1.31,
 80x128x4096 1.11, 65x256x8192 1.04), the same route elsewhere (0.96-1.04x: the spread between two timings of one route
-there).  Up to 16 chunks since call 5 (ROWS_MAX_CHUNKS).  As committed (call 6, x the route before; x cuBLAS before ->
+there).  Up to 16 chunks since call 5 (ROWS_MAX_CHUNKS).  Call 6 (x the route before; x cuBLAS before ->
 after): 512x512x8192 1.32 (0.79 -> 1.05), 256x256x16384 1.51 (0.69 -> 1.04), 128x128x16384 1.41 (0.85 -> 1.20),
 128x512x14336 1.44 (0.81 -> 1.17), 512x128x28672 1.55 (0.57 -> 0.88), 2048x128x8192 1.05 (0.82 -> 0.86), 96x256x4096
-1.11 (1.05 -> 1.16).  Not taken (call 4): the Gluon kernel's 128x128 / 128x64 tiles split 2-8 ways with these sums,
-0.21-1.02x the rule at 14 shapes.
+1.11 (1.05 -> 1.16).  Two stages more since call 7 (ROWS_CONFIGS); as committed (call 8), x the route before (x
+cuBLAS after): 512x512x16384 1.37 (0.73 -> 1.00), 512x512x8192 1.42 (1.18), 2048x128x8192 1.38 (1.11), 128x128x16384
+1.53 (1.21), 320x768x14336 1.20 (0.87), 1024x128x4096 1.19 (1.20).  Not taken (call 4): the Gluon kernel's 128x128 /
+128x64 tiles split 2-8 ways with these sums, 0.21-1.02x the rule at 14 shapes.
 """
 
 from __future__ import annotations
@@ -26,12 +28,16 @@ from kernels.matmul_splitk import NARROW_SPLIT_MIN_K, NARROW_SPLIT_MIN_K_TILES, 
 
 ROWS_SPLIT = True  # False: never (M > SMALL_M as before session 45)
 # (BLOCK_N, BLOCK_K, num_warps, num_stages, host descriptors) of the candidate tiles, BLOCK_M 64: 64x64 on K steps of
-# 128 (3 stages) and 64x128 on K steps of 64 (4 stages), each in the most power-of-two K chunks up to ROWS_MAX_CHUNKS
+# 128 (5 stages, 160 KB) and 64x128 on K steps of 64 (6 stages, 144 KB); one program an SM (one round), so the deeper
+# rings cost no occupancy.  Two stages more than calls 1-6 ran (3 / 4) since call 7: 1.04-1.26x at all ten shapes
+# timed (640x192x14336 1.24, 1024x256x16384 1.25, 512x512x16384 1.26, 512x512x8192 1.06, 384x128x8192 1.04; one more
+# stage 1.05-1.19x; K steps of the other width 0.94-1.12x, 8 warps 0.82-1.04x, twice the chunks over two rounds
+# 0.93-1.19x).  Each in the most power-of-two K chunks up to ROWS_MAX_CHUNKS
 # whose programs fit one round, at least NARROW_SPLIT_MIN_K_TILES (8) K steps a chunk, K >= NARROW_SPLIT_MIN_K (4096)
 # (``matmul_splitk.narrow_chunks``'s bounds but its 8 chunks).  16 chunks where they fit (session 45 call 5, M 128-512 x
 # N 128-512, x 8 chunks: K 14336 on 64x128 tiles 1.01-1.13, K 16384 / 28672 on 64x64 ones 1.15-1.37 and 64x128 ones
 # 1.03-1.21; at K 8192, where 64x128 tiles in 16 chunks lost, 0.93-1.00, the tie rule below keeps 64x64 ones in 8)
-ROWS_CONFIGS: tuple[tuple, ...] = ((64, 128, 4, 3, True), (128, 64, 4, 4, True))
+ROWS_CONFIGS: tuple[tuple, ...] = ((64, 128, 4, 5, True), (128, 64, 4, 6, True))
 ROWS_MAX_CHUNKS = 16
 # Taken where the candidate with the most programs (tiles x chunks) splits K in ROWS_MIN_CHUNKS or more chunks: in 2
 # chunks or unsplit, session 45 call 1 found them 0.63-1.03x the route (384x1024x8192 in 2 chunks of 64x128 tiles

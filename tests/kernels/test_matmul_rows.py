@@ -9,7 +9,7 @@ import torch
 from kernels import matmul_rows as mr
 from tests.kernels.test_matmul import check_matmul
 
-T64, T128 = (64, 128, 4, 3, True), (128, 64, 4, 4, True)
+T64, T128 = (64, 128, 4, 5, True), (128, 64, 4, 6, True)
 
 
 def test_rows_configs_are_the_surveyed_tiles():
