@@ -8,13 +8,13 @@ through cp.async copies (``misaligned_b="ws"``), and selectable for any eligible
 from __future__ import annotations
 
 import torch
-import triton
 
 from kernels import _ptx_barriers, _ptx_cluster
 from kernels import matmul_splitk as _sk
 from kernels._checks import (
     GLUON_BUILD_ERRORS,
     arrival_counters,
+    cdiv,
     gluon_build_failed,
     gluon_runnable,
     gluon_status,
@@ -215,9 +215,9 @@ def default_config(m: int, n: int, sms: int, b_tma: bool = True) -> tuple:
         return WS_HALF_CONFIG
 
     def score(config: tuple, rate: float) -> float:
-        cols = triton.cdiv(n, config[1])
-        tiles = triton.cdiv(m, config[0]) * cols
-        return tiles / (triton.cdiv(tiles, sms) * sms) * n / (cols * config[1]) * rate
+        cols = cdiv(n, config[1])
+        tiles = cdiv(m, config[0]) * cols
+        return tiles / (cdiv(tiles, sms) * sms) * n / (cols * config[1]) * rate
 
     rated = [(WS_CONFIG, 1.0)] + ([(WS_MID_CONFIG, MID_EFFICIENCY)] if b_tma else [])
     rated += [(WS_NARROW_CONFIG, NARROW_EFFICIENCY), (WS_SLIM_CONFIG, SLIM_EFFICIENCY)]
@@ -231,7 +231,7 @@ def default_config(m: int, n: int, sms: int, b_tma: bool = True) -> tuple:
 
 def _tiles(m: int, n: int, config: tuple) -> int:
     """How many of ``config``'s tiles cover an (m, n) output."""
-    return triton.cdiv(m, config[0]) * triton.cdiv(n, config[1])
+    return cdiv(m, config[0]) * cdiv(n, config[1])
 
 
 def _elements(m: int, n: int, config: tuple) -> int:
@@ -256,7 +256,7 @@ def default_split(m: int, n: int, k: int, config: tuple, sms: int) -> int:
     of the SMs, the second above).  K steps counted ``SPLIT_STEP_K`` wide whatever the tiles' BLOCK_K.  Up to
     ``SPLIT_MAX_FEW`` chunks where that many still fill at most half the SMs."""
     tiles = _tiles(m, n, config)
-    k_steps = triton.cdiv(k, SPLIT_STEP_K)
+    k_steps = cdiv(k, SPLIT_STEP_K)
     half_min_k_steps = HALF_SPLIT_MIN_K_STEPS[0 if tiles <= HALF_SPLIT_LOW_FILL * sms else 1]
     if config[1] not in SPLIT_BLOCK_N or (k_steps < half_min_k_steps if config[0] == 64 else 4 * tiles > sms):
         return 1
@@ -301,13 +301,13 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
     bn1, bn2 = WS_SPLIT_BLOCK_N.get(bn, (bn, 0))  # the kernel's BLOCK_N and BLOCK_N2
     b_tma = b_tma or bn2 > 0
     fit_m, fit_n = fit_modes(m, n, bm, bn, b_tma)
-    k_steps = triton.cdiv(k, bk)
+    k_steps = cdiv(k, bk)
     if split is None:
         split = 1 if cluster else default_split(m, n, k, (bm, bn, bk), sms)
     elif split > 1 and bn2:
         raise ValueError(f"split must be 1 with {bm}x{bn} tiles, got {split}")
-    kt_per = triton.cdiv(k_steps, split)
-    split = triton.cdiv(k_steps, kt_per)  # no chunk empty
+    kt_per = cdiv(k_steps, split)
+    split = cdiv(k_steps, kt_per)  # no chunk empty
     fused = (SPLIT_FUSED if fused is None else fused) or split == 1
     if split > 1:  # fp32 partials, plain stores (EPI 1)
         work = torch.empty((split, m, n), dtype=torch.float32, device=a.device)
@@ -323,7 +323,7 @@ def matmul_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple |
     c_desc = _desc(c, [rows, bn1])
     b2_desc, c2_desc = (_desc(b, [bk, bn2]), _desc(c, [rows, bn2])) if bn2 else (b_desc, c_desc)
     if cluster:  # one program a CTA, the grid counts clusters of two (pairs of tile rows in a tile column)
-        grid = (min(triton.cdiv(triton.cdiv(m, bm), 2) * triton.cdiv(n, bn), max(1, sms // 2)),)
+        grid = (min(cdiv(cdiv(m, bm), 2) * cdiv(n, bn), max(1, sms // 2)),)
     else:
         grid = (min(_tiles(m, n, (bm, bn)) * split, sms),)
     try:

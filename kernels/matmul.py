@@ -16,7 +16,7 @@ import triton.language as tl
 from kernels import _matmul_gluon as _mg
 from kernels import matmul_rows as _rows
 from kernels import matmul_splitk as _sk
-from kernels._checks import check_device, check_dtype, interpreting, mma, set_triton_allocator, sm_count, tma_ok
+from kernels._checks import cdiv, check_device, check_dtype, interpreting, mma, set_triton_allocator, sm_count, tma_ok
 from kernels.matmul_splitk import SPLITK_MAX_M, matmul_splitk, matmul_splitk_tma, tma_splitk_ok
 
 
@@ -213,7 +213,7 @@ def gluon_default(m: int, n: int, aligned: bool = False) -> bool:
     (row-major B whose pitch TMA reads) at least GLUON_MIN_M rows and GLUON_MIN_N columns."""
     if not GLUON_GEMM or m <= SMALL_M:
         return False
-    return (triton.cdiv(m, 128) * triton.cdiv(n, 256) >= GLUON_MIN_TILES
+    return (cdiv(m, 128) * cdiv(n, 256) >= GLUON_MIN_TILES
             or (aligned and m >= GLUON_MIN_M and n >= GLUON_MIN_N))
 
 
@@ -246,7 +246,7 @@ REPACK_CONFIG: tuple = (32, 256, 4, 0)
 def _repack_into(b: torch.Tensor, view: torch.Tensor, config: tuple | None) -> None:
     rows, cols = b.shape
     br, bc, warps, evict = config or REPACK_CONFIG
-    _repack_kernel[(triton.cdiv(rows, br), triton.cdiv(cols, bc))](b, view, rows, cols // 8, b.stride(0) // 8,
+    _repack_kernel[(cdiv(rows, br), cdiv(cols, bc))](b, view, rows, cols // 8, b.stride(0) // 8,
                                                                   view.stride(0) // 8, BLOCK_R=br, BLOCK_C=bc,
                                                                   EVICT=evict, num_warps=warps)
 
@@ -256,7 +256,7 @@ def _pitched_empty(b: torch.Tensor) -> torch.Tensor:
     columns of a wider buffer)."""
     per = 128 // b.element_size()
     rows, cols = b.shape
-    return torch.empty((rows, triton.cdiv(cols, per) * per), dtype=b.dtype, device=b.device)[:, :cols]
+    return torch.empty((rows, cdiv(cols, per) * per), dtype=b.dtype, device=b.device)[:, :cols]
 
 
 def repack_rows(b: torch.Tensor, config: tuple | None = None) -> torch.Tensor:
@@ -274,7 +274,7 @@ def use_splitk(m: int, n: int, k: int, sms: int) -> bool:
     ``matmul`` splits only where the TMA route cannot run (``tma_ok``: A, B or the output not row-major with 16-byte
     aligned pitches, a GPU before sm_90, the CPU interpreter): where it can, M <= matmul_splitk.SWAP_MAX_M always
     takes ``default_tma_route`` (session 15)."""
-    return m <= SPLITK_MAX_M and triton.cdiv(n, 64) < sms and k >= 1024
+    return m <= SPLITK_MAX_M and cdiv(n, 64) < sms and k >= 1024
 
 
 def default_tma_route(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, sms: int) -> tuple | None:
@@ -416,7 +416,7 @@ def _launch(a, b, c, tma: bool, colmajor: bool, b_ptr: bool, config: tuple | Non
         consts.update(SBK8=b.stride(0) // 8, NB8=n // 8)
 
     def grid_for(bm: int, bn: int) -> int:
-        tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
+        tiles = cdiv(m, bm) * cdiv(n, bn)
         return min(sms, tiles) if persistent else tiles
 
     if config is None and interpreting():
@@ -437,10 +437,10 @@ def _overlap_split(m: int, n: int, sms: int, config: tuple | None) -> int:
     tiles, at least half, for which the two parts together take no more rounds of tiles over the SMs than the
     whole GEMM; 0 when no split keeps that."""
     bm, bn = (config or (INTERPRET_CONFIG if interpreting() else CONFIGS[0]))[:2]
-    mt, nt = triton.cdiv(m, bm), triton.cdiv(n, bn)
-    whole = triton.cdiv(mt * nt, sms)
+    mt, nt = cdiv(m, bm), cdiv(n, bn)
+    whole = cdiv(mt * nt, sms)
     for j in range((nt + 1) // 2, nt):
-        if triton.cdiv(mt * j, sms) + triton.cdiv(mt * (nt - j), sms) <= whole:
+        if cdiv(mt * j, sms) + cdiv(mt * (nt - j), sms) <= whole:
             return j * bn
     return 0
 

@@ -21,10 +21,8 @@ cuBLAS after): 512x512x16384 1.37 (0.73 -> 1.00), 512x512x8192 1.42 (1.18), 2048
 
 from __future__ import annotations
 
-import triton
-
-from kernels._checks import pow2_split
-from kernels.matmul_splitk import NARROW_SPLIT_MIN_K, NARROW_SPLIT_MIN_K_TILES, tma_tiles
+from kernels._checks import cdiv
+from kernels.matmul_splitk import narrow_chunks, tma_tiles
 
 ROWS_SPLIT = True  # False: never (M > SMALL_M as before session 45)
 # (BLOCK_N, BLOCK_K, num_warps, num_stages, host descriptors) of the candidate tiles, BLOCK_M 64: 64x64 on K steps of
@@ -32,11 +30,11 @@ ROWS_SPLIT = True  # False: never (M > SMALL_M as before session 45)
 # rings cost no occupancy.  Two stages more than calls 1-6 ran (3 / 4) since call 7: 1.04-1.26x at all ten shapes
 # timed (640x192x14336 1.24, 1024x256x16384 1.25, 512x512x16384 1.26, 512x512x8192 1.06, 384x128x8192 1.04; one more
 # stage 1.05-1.19x; K steps of the other width 0.94-1.12x, 8 warps 0.82-1.04x, twice the chunks over two rounds
-# 0.93-1.19x).  Each in the most power-of-two K chunks up to ROWS_MAX_CHUNKS
-# whose programs fit one round, at least NARROW_SPLIT_MIN_K_TILES (8) K steps a chunk, K >= NARROW_SPLIT_MIN_K (4096)
-# (``matmul_splitk.narrow_chunks``'s bounds but its 8 chunks).  16 chunks where they fit (session 45 call 5, M 128-512 x
-# N 128-512, x 8 chunks: K 14336 on 64x128 tiles 1.01-1.13, K 16384 / 28672 on 64x64 ones 1.15-1.37 and 64x128 ones
-# 1.03-1.21; at K 8192, where 64x128 tiles in 16 chunks lost, 0.93-1.00, the tie rule below keeps 64x64 ones in 8)
+# 0.93-1.19x).  Each in ``matmul_splitk.narrow_chunks`` K chunks up to ROWS_MAX_CHUNKS (the most power-of-two chunks
+# whose programs fit one round, at least NARROW_SPLIT_MIN_K_TILES (8) K steps a chunk, K >= NARROW_SPLIT_MIN_K
+# (4096)).  16 chunks where they fit (session 45 call 5, M 128-512 x N 128-512, x 8 chunks: K 14336 on 64x128 tiles
+# 1.01-1.13, K 16384 / 28672 on 64x64 ones 1.15-1.37 and 64x128 ones 1.03-1.21; at K 8192, where 64x128 tiles in 16
+# chunks lost, 0.93-1.00, the tie rule below keeps 64x64 ones in 8)
 ROWS_CONFIGS: tuple[tuple, ...] = ((64, 128, 4, 5, True), (128, 64, 4, 6, True))
 ROWS_MAX_CHUNKS = 16
 # Taken where the candidate with the most programs (tiles x chunks) splits K in ROWS_MIN_CHUNKS or more chunks: in 2
@@ -57,13 +55,8 @@ def rows_candidates(m: int, n: int, k: int, num_sms: int) -> list[tuple]:
     """Those of ROWS_CONFIGS whose BLOCK_N divides N (no tile column past N: 64x128 tiles at N = 192 lost 0.91-0.98x
     where the rule first took them, session 45 call 2), as ``matmul_splitk_tma`` configs: (chunks, BLOCK_N, BLOCK_K,
     warps, stages, host)."""
-    most = ROWS_MAX_CHUNKS if k >= NARROW_SPLIT_MIN_K else 1
-    out = []
-    for bn, bk, *rest in ROWS_CONFIGS:
-        if n % bn == 0:
-            chunks = pow2_split(tma_tiles(m, n, bn), triton.cdiv(k, bk), num_sms, most, NARROW_SPLIT_MIN_K_TILES)
-            out.append((chunks, bn, bk, *rest))
-    return out
+    return [(narrow_chunks(tma_tiles(m, n, bn), k, bk, num_sms, ROWS_MAX_CHUNKS), bn, bk, *rest)
+            for bn, bk, *rest in ROWS_CONFIGS if n % bn == 0]
 
 
 def rows_pick(m: int, n: int, k: int, num_sms: int) -> tuple | None:
@@ -76,7 +69,7 @@ def rows_pick(m: int, n: int, k: int, num_sms: int) -> tuple | None:
     most = max(programs)
     tied = [c for c, p in zip(cands, programs, strict=True) if p == most]
     for c in tied:
-        if -(-k // c[2]) // c[0] <= ROWS_TIE_MAX_K_TILES:
+        if cdiv(k, c[2]) // c[0] <= ROWS_TIE_MAX_K_TILES:
             return c
     return tied[-1]
 

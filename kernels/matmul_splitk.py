@@ -20,6 +20,7 @@ import triton.language as tl
 
 from kernels._checks import (
     arrival_counters,
+    cdiv,
     interpreting,
     mma,
     next_pow2,
@@ -213,7 +214,7 @@ _LOCKS: dict[tuple[torch.device, int], torch.Tensor] = {}  # per-tile arrival co
 def choose_split(m: int, n: int, k: int, block_m: int, block_n: int, block_k: int, num_sms: int) -> int:
     """About two programs per SM, each chunk at least 4 K tiles (H100, 1x4096x4096: split 4 ran 8.9 us,
     split 8 12.1 us, split 16 13.8 us)."""
-    tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n)
+    tiles = cdiv(m, block_m) * cdiv(n, block_n)
     want = max(1, round(2 * num_sms / tiles))
     return max(1, min(want, k // (4 * block_k), 32))
 
@@ -227,11 +228,11 @@ def matmul_splitk(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, num_sms: in
     bn, bk, warps, stages = config or ((16, 16, 4, 1) if interpreting() else SPLITK_CONFIG)
     bm = max(16, next_pow2(m))
     split = split or choose_split(m, n, k, bm, bn, bk, num_sms)
-    k_per = triton.cdiv(triton.cdiv(k, split), bk) * bk
-    split = triton.cdiv(k, k_per)  # every chunk non-empty
+    k_per = cdiv(cdiv(k, split), bk) * bk
+    split = cdiv(k, k_per)  # every chunk non-empty
     work = torch.empty((split, m, n), dtype=torch.float32, device=a.device)
     extra = {} if interpreting() else {"num_warps": warps, "num_stages": stages}
-    grid = (triton.cdiv(n, bn), triton.cdiv(m, bm), split)
+    grid = (cdiv(n, bn), cdiv(m, bm), split)
     fused = (FUSED_DEFAULT if fused is None else fused) and split > 1
     if fused:
         extra.update(C=c, LOCKS=arrival_counters(_LOCKS, a.device, grid[0] * grid[1]), SPLIT=split,
@@ -250,7 +251,7 @@ def sum_partials(work: torch.Tensor, c: torch.Tensor, block: int | None = None) 
     pointer path's) where their programs do not sum the partials themselves."""
     split, m, n = work.shape
     block = block or REDUCE_BLOCK
-    _splitk_reduce[(triton.cdiv(m * n, block),)](work, c, m, n, split, c.stride(0), c.stride(1), BLOCK=block)
+    _splitk_reduce[(cdiv(m * n, block),)](work, c, m, n, split, c.stride(0), c.stride(1), BLOCK=block)
 
 
 # The TMA kernel's narrow tiles for SWAP_MAX_M < M <= 64 (16 < M before session 15; matmul_splitk_tma): (split,
@@ -361,14 +362,15 @@ def tma_splitk_ok(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
 
 def tma_tiles(m: int, n: int, block_n: int) -> int:
     """Output tiles of the TMA kernel's configs for M <= 64 (one 64-row box along M, ``block_n`` columns)."""
-    return triton.cdiv(m, 64) * triton.cdiv(n, block_n)
+    return cdiv(m, 64) * cdiv(n, block_n)
 
 
-def narrow_chunks(tiles: int, k: int, block_k: int, num_sms: int) -> int:
-    """K chunks of the TMA kernel's split tiles at M > SWAP_MAX_M: the largest power of two up to NARROW_SPLIT_MAX
-    (1 where K < NARROW_SPLIT_MIN_K) whose programs fit one wave, chunks of NARROW_SPLIT_MIN_K_TILES K tiles or more."""
-    most = NARROW_SPLIT_MAX if k >= NARROW_SPLIT_MIN_K else 1
-    return pow2_split(tiles, triton.cdiv(k, block_k), num_sms, most, NARROW_SPLIT_MIN_K_TILES)
+def narrow_chunks(tiles: int, k: int, block_k: int, num_sms: int, most: int | None = None) -> int:
+    """K chunks of the TMA kernel's split tiles at M > SWAP_MAX_M: the largest power of two up to ``most`` (default
+    NARROW_SPLIT_MAX; 1 where K < NARROW_SPLIT_MIN_K) whose programs fit one wave, chunks of NARROW_SPLIT_MIN_K_TILES
+    K tiles or more."""
+    most = (most or NARROW_SPLIT_MAX) if k >= NARROW_SPLIT_MIN_K else 1
+    return pow2_split(tiles, cdiv(k, block_k), num_sms, most, NARROW_SPLIT_MIN_K_TILES)
 
 
 def default_tma_split(m: int, n: int, k: int, num_sms: int) -> int:
@@ -382,7 +384,7 @@ def default_tma_split(m: int, n: int, k: int, num_sms: int) -> int:
     tiles = tma_tiles(m, n, bn)
     if want == 1:  # one tile per program, one wave; K split where the tiles leave SMs idle (NARROW_SPLIT_MAX)
         return 0 if tiles > num_sms else narrow_chunks(tiles, k, bk, num_sms)
-    split = min(want, num_sms // tiles, triton.cdiv(k, bk) // 4)
+    split = min(want, num_sms // tiles, cdiv(k, bk) // 4)
     return split if split >= 2 else 0
 
 
@@ -390,7 +392,7 @@ def wide_tma_config(m: int, n: int, num_sms: int, min_fill: float = WIDE_MIN_FIL
     """The first of WIDE_TMA_CONFIGS whose tiles fill at least ``min_fill`` of the waves they make, else None."""
     for cfg in WIDE_TMA_CONFIGS:
         tiles = tma_tiles(m, n, cfg[1])
-        if tiles >= min_fill * triton.cdiv(tiles, num_sms) * num_sms:
+        if tiles >= min_fill * cdiv(tiles, num_sms) * num_sms:
             return cfg
     return None
 
@@ -422,7 +424,7 @@ def swap_split(n: int, k: int, block_n: int, block_k: int, num_sms: int) -> int:
     chunk at least 4 K tiles, at most SWAP_MAX_SPLIT (1 at N = 4096 on 132 SMs: 64 tiles; 2 at N = 2048); where that
     splits, the largest power of two whose programs fit one wave with chunks of SWAP_WAVE_MIN_K_TILES K tiles if more
     (4 at N = 2048, K = 4096)."""
-    tiles, k_tiles = triton.cdiv(n, block_n), triton.cdiv(k, block_k)
+    tiles, k_tiles = cdiv(n, block_n), cdiv(k, block_k)
     split = max(1, min(num_sms // (2 * tiles), k_tiles // 4, SWAP_MAX_SPLIT))
     if split > 1 and SWAP_WAVE_MIN_K_TILES:  # where K is split already: not at 64 tiles (hot / cold, session 19)
         split = max(split, pow2_split(tiles, k_tiles, num_sms, SWAP_MAX_SPLIT, SWAP_WAVE_MIN_K_TILES))
@@ -482,9 +484,9 @@ def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config:
     # 40.8 against 43.2 on an H100; 1x14336 28.3 against 39.0 / 40.1 against 41.9; 32x4096x4096 12.1 against 16.6)
     if interp:
         bn, bk = min(bn, 32), min(bk, 16)
-    k_tiles = triton.cdiv(k, bk)
-    kt_per = triton.cdiv(k_tiles, max(1, split))
-    split = triton.cdiv(k_tiles, kt_per)  # every chunk non-empty
+    k_tiles = cdiv(k, bk)
+    kt_per = cdiv(k_tiles, max(1, split))
+    split = cdiv(k_tiles, kt_per)  # every chunk non-empty
     # transposed, through A's TMA box: two overlapping windows of A's rows where its boxes would be zero-filled for
     # many rows past M (A_WINDOWS), else at 32 < M <= A_TWO_BOXES_MAX_M unsplit boxes of 32 and 16 rows, not one of 64
     win = swap and bool(host) and not a_ptr and a_windows(m, split)
@@ -492,7 +494,7 @@ def matmul_splitk_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config:
     bm = 32 if bm2 else box_rows(m)
     if win:  # one program along M, both windows inside A (_c_tile's window rows ignore off_m)
         assert bm // 2 < m <= bm, (m, bm)
-    grid = (triton.cdiv(n, bn), triton.cdiv(m, bm + bm2), split)
+    grid = (cdiv(n, bn), cdiv(m, bm + bm2), split)
     work = torch.empty((split, m, n), dtype=torch.float32, device=a.device) if split > 1 else c
     fused = (TMA_SPLIT_FUSED if fused is None else fused) or split == 1
     locks = arrival_counters(_LOCKS, a.device, grid[0] * grid[1]) if split > 1 and fused else c
