@@ -286,7 +286,8 @@ def pow2_split(items: int, k_steps: int, slots: int, max_split: int, min_chunk_s
 
 def cdiv(x: int, y: int) -> int:
     """Ceiling division for host code: ``triton.cdiv`` is a constexpr function whose every host call unwraps its
-    arguments through an import (about 3.5 us a call here), which the GEMM routing rules paid dozens of times a call."""
+    arguments through an import (about 2.5-3.5 us a call), which the GEMM routing rules paid dozens of times a call and
+    the attention and decode hosts a few times a launch."""
     return -(-x // y)
 
 

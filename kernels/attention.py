@@ -15,7 +15,6 @@ see no key (causal with Lq > Lk) give a zero output and ``lse = +inf`` (the Flas
 from __future__ import annotations
 
 import torch
-import triton
 
 from kernels import attention_bwd_fused, attention_bwd_ws, attention_ws
 from kernels._attn_bwd import _attn_bwd_dkdv, _attn_bwd_dq, _bwd_preprocess
@@ -24,6 +23,7 @@ from kernels._checks import (
     LOG2E,
     AttnDims,
     autotuned_by_head_dim,
+    cdiv,
     check_attention,
     check_buffer,
     dim_position_view,
@@ -137,7 +137,7 @@ def _launch_fwd(tuned, q, k, v, out, lse, dims: AttnDims, layout: str, causal: b
             length_bucket(max(dims.len_q, dims.len_k)), tma_ok_arg)
     consts = {"HEAD_DIM": dims.head_dim, "BLOCK_D": padded_dim(dims.head_dim), "CAUSAL": bool(causal),
               "DOT_F32": interpreting(), "V_T": v_t}
-    grid = lambda bm, bn: (triton.cdiv(dims.len_q, bm), dims.batch * dims.heads_q)
+    grid = lambda bm, bn: (cdiv(dims.len_q, bm), dims.batch * dims.heads_q)
     launch(tuned, _attn_fwd, grid, args, consts, config, bool(tma_ok_arg))
 
 
@@ -343,7 +343,7 @@ def attention_backward(
         return dq, dk, dv
     delta = torch.empty_like(lse)
     pre_bm = 64
-    _bwd_preprocess[(triton.cdiv(dims.len_q, pre_bm), dims.batch * dims.heads_q)](
+    _bwd_preprocess[(cdiv(dims.len_q, pre_bm), dims.batch * dims.heads_q)](
         out, do, delta, *layout_strides(out, layout), *layout_strides(do, layout), dims.heads_q, dims.len_q,
         HEAD_DIM=dims.head_dim, BLOCK_D=padded_dim(dims.head_dim), BLOCK_M=pre_bm)
     tma_ok_arg = int(eligible if use_tma is None else use_tma)
@@ -353,12 +353,12 @@ def attention_backward(
     consts = {"HEAD_DIM": dims.head_dim, "BLOCK_D": padded_dim(dims.head_dim), "CAUSAL": bool(causal),
               "DOT_F32": interpreting()}
     launch(_attn_bwd_dkdv_tuned, _attn_bwd_dkdv,
-            lambda bm, bn: (triton.cdiv(dims.len_k, bn), dims.batch * dims.heads_kv),
+            lambda bm, bn: (cdiv(dims.len_k, bn), dims.batch * dims.heads_kv),
             (q, k, v, do, lse, delta, dk, dv, *sq, *sk, *sv, *sd, *sdk, *sdv,
              dims.heads_q, dims.heads_kv, dims.group, dims.len_q, dims.len_k, qk_scale, scale, key, tma_ok_arg),
             consts, configs[0], bool(tma_ok_arg))
     launch(_attn_bwd_dq_tuned, _attn_bwd_dq,
-            lambda bm, bn: (triton.cdiv(dims.len_q, bm), dims.batch * dims.heads_q),
+            lambda bm, bn: (cdiv(dims.len_q, bm), dims.batch * dims.heads_q),
             (q, k, v, do, lse, delta, dq, *sq, *sk, *sv, *sd, *layout_strides(dq, layout),
              dims.heads_q, dims.group, dims.len_q, dims.len_k, qk_scale, scale, key, tma_ok_arg),
             consts, configs[1], bool(tma_ok_arg))

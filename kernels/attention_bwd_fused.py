@@ -17,6 +17,7 @@ from kernels._checks import (
     INTERPRET_CONFIG,
     LOG2E,
     AttnDims,
+    cdiv,
     interpreting,
     launch,
     layout_strides,
@@ -75,7 +76,7 @@ def fused_backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.
     dq_acc = torch.empty((dims.batch * dims.heads_q, dims.len_q, dims.head_dim), dtype=torch.float32,
                          device=q.device)
     block_d = padded_dim(dims.head_dim)
-    _bwd_pre_fused[(triton.cdiv(dims.len_q, _PRE_BM), dims.batch * dims.heads_q)](
+    _bwd_pre_fused[(cdiv(dims.len_q, _PRE_BM), dims.batch * dims.heads_q)](
         out, do, delta, dq_acc, *layout_strides(out, layout), *layout_strides(do, layout), dims.heads_q,
         dims.len_q, HEAD_DIM=dims.head_dim, BLOCK_D=block_d, BLOCK_M=_PRE_BM)
     tma_ok_arg = int(eligible if use_tma is None else use_tma)
@@ -93,8 +94,8 @@ def fused_backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.
         if len(config) >= 6:
             load_tma, dq_tma = bool(config[4]), bool(config[5])
         consts.update(DQ_TMA=dq_tma, DQ_SKIP=skip_dq)
-    launch(_fused_tuned, _attn_bwd_fused, lambda bm, bn: (triton.cdiv(dims.len_k, bn), dims.batch * dims.heads_kv),
+    launch(_fused_tuned, _attn_bwd_fused, lambda bm, bn: (cdiv(dims.len_k, bn), dims.batch * dims.heads_kv),
            args, consts, config, load_tma)
-    _dq_post[(triton.cdiv(dims.len_q, _PRE_BM), dims.batch * dims.heads_q)](
+    _dq_post[(cdiv(dims.len_q, _PRE_BM), dims.batch * dims.heads_q)](
         dq_acc, dq, *layout_strides(dq, layout), dims.heads_q, dims.len_q, scale, HEAD_DIM=dims.head_dim,
         BLOCK_D=block_d, BLOCK_M=_PRE_BM)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 
 import torch
-import triton
 
 from kernels import _ptx_barriers
 from kernels._attn_bwd_fused import _bwd_pre_fused, _dq_post
@@ -31,6 +30,7 @@ from kernels._checks import (
     GLUON_BUILD_ERRORS,
     LOG2E,
     AttnDims,
+    cdiv,
     gluon_build_failed,
     gluon_runnable,
     gluon_status,
@@ -184,7 +184,7 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     kv_rs = (ds_rs and d in KV_REGISTERS_HEAD_DIMS) if kv_registers is None else bool(kv_registers)
     if kv_rs and not ds_rs:
         raise ValueError("kv_registers needs ds_registers: without it ptxas (Triton 3.6) miscompiles the kernel")
-    n_kb = triton.cdiv(dims.len_k, BLOCK_N)
+    n_kb = cdiv(dims.len_k, BLOCK_N)
     sms = sm_count(q.device, 1)
     n_tail = tail_heads(n_kb, b * hk, sms, CAUSAL_TAIL_WAVES if tail_waves is None else tail_waves, causal)
     so, sdo = layout_strides(out, layout), layout_strides(do, layout)
@@ -194,7 +194,7 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     sync = torch.zeros(1 + b * hk, dtype=torch.int32, device=q.device) if prep else lse
     delta = torch.empty_like(lse)
     dq_acc = torch.empty((b * hq, dims.len_q, d), dtype=torch.float32, device=q.device)
-    _bwd_pre_fused[(triton.cdiv(dims.len_q, _PRE_BM), ahead * dims.group)](
+    _bwd_pre_fused[(cdiv(dims.len_q, _PRE_BM), ahead * dims.group)](
         out, do, delta, dq_acc, *so, *sdo, hq, dims.len_q, HEAD_DIM=d, BLOCK_D=padded_dim(d), BLOCK_M=_PRE_BM)
     split = d in DQ_SPLIT_HEAD_DIMS
     descs = (descriptor(q, layout, b, hq, dims.len_q, d, ROWS), descriptor(k, layout, b, hk, dims.len_k, d, BLOCK_N),
@@ -214,7 +214,7 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     except GLUON_BUILD_ERRORS as exc:  # compile, ptxas or resource errors: not a launch failure
         gluon_build_failed(exc, _broken, "warp-specialised Gluon attention backward", "the Triton backward")
         return False
-    _dq_post[(triton.cdiv(dims.len_q, _PRE_BM), b * hq)](
+    _dq_post[(cdiv(dims.len_q, _PRE_BM), b * hq)](
         dq_acc, dq, *layout_strides(dq, layout), hq, dims.len_q, scale, HEAD_DIM=d, BLOCK_D=padded_dim(d),
         BLOCK_M=_PRE_BM)
     return True

@@ -14,13 +14,13 @@ from __future__ import annotations
 import functools
 
 import torch
-import triton
 
 from kernels import _ptx_barriers
 from kernels._checks import (
     GLUON_BUILD_ERRORS,
     AttnDims,
     arrival_counters,
+    cdiv,
     dim_position_view,
     gluon_build_failed,
     gluon_runnable,
@@ -332,7 +332,7 @@ def one_loop(dims: AttnDims, causal: bool, fp8: bool, config: Config) -> bool:
 
 def row_blocks(len_q: int, consumers: int) -> int:
     """Row blocks a batch·head: ``consumers`` * 64 queries each (the kernel's ``n_m``)."""
-    return triton.cdiv(len_q, ROWS * consumers)
+    return cdiv(len_q, ROWS * consumers)
 
 
 def lpt_heads(dims: AttnDims, causal: bool, fp8: bool, config: Config, sms: int) -> int:
@@ -344,9 +344,9 @@ def lpt_heads(dims: AttnDims, causal: bool, fp8: bool, config: Config, sms: int)
     if not causal or config[3] or (fp8 and not LPT_FP8):
         return 0
     n_m = row_blocks(dims.len_q, config[2])
-    if triton.cdiv(n_m, 2) * dims.batch * dims.heads_q <= sms:
+    if cdiv(n_m, 2) * dims.batch * dims.heads_q <= sms:
         return 0
-    return min(dims.batch * dims.heads_q, triton.cdiv(LPT_SINGLES_PER_SM * sms, n_m))
+    return min(dims.batch * dims.heads_q, cdiv(LPT_SINGLES_PER_SM * sms, n_m))
 
 
 def dynamic_grid(config: Config, lpt: int) -> bool:
@@ -379,7 +379,7 @@ def work_items(dims: AttnDims, causal: bool, consumers: int, lpt: int = 0) -> tu
     n_m = row_blocks(dims.len_q, consumers)
     if not causal:
         return n_m * dims.batch * dims.heads_q, 0
-    pairs = triton.cdiv(n_m, 2) * (dims.batch * dims.heads_q - lpt)
+    pairs = cdiv(n_m, 2) * (dims.batch * dims.heads_q - lpt)
     return pairs + n_m * lpt, pairs
 
 

@@ -23,6 +23,7 @@ from kernels import decode_tma
 from kernels._checks import (
     LOG2E,
     arrival_counters,
+    cdiv,
     check_attention,
     empty_like_layout,
     interpreting,
@@ -170,8 +171,8 @@ def read_floor(k_cache: torch.Tensor, v_cache: torch.Tensor, programs: int, bloc
         return None
     d = k_cache.shape[-1]
     rows = k_cache.numel() // d
-    per = triton.cdiv(triton.cdiv(rows, programs), block_n) * block_n
-    grid = triton.cdiv(rows, per)
+    per = cdiv(cdiv(rows, programs), block_n) * block_n
+    grid = cdiv(rows, per)
     out = torch.empty((grid, d), dtype=torch.float32, device=k_cache.device)
     extra = {} if interpreting() else {"num_warps": num_warps, "num_stages": num_stages}
     _read_floor[(grid,)](k_cache, v_cache, out, rows, per, BLOCK_N=block_n, D=d, **extra)
@@ -190,7 +191,7 @@ def choose_splits(batch: int, heads_kv: int, len_k: int, block_n: int, num_sms: 
     otherwise about ``waves`` programs per SM, each chunk >= 2 tiles."""
     if batch * heads_kv >= 0.9 * num_sms:
         return 1
-    tiles = triton.cdiv(len_k, block_n)
+    tiles = cdiv(len_k, block_n)
     want = max(1, math.ceil(waves * num_sms / max(batch * heads_kv, 1)))
     return max(1, min(want, tiles // 2 if tiles >= 2 else 1))
 
@@ -262,8 +263,8 @@ def decode_attention(
     bn = block_n or (16 if interp else (32 if dims.head_dim > 128 else 128))
     nsplit = num_splits or choose_splits(dims.batch, dims.heads_kv, dims.len_k, bn,
                                               sm_count(q.device, cpu_default=NUM_SMS_DEFAULT))
-    chunk = triton.cdiv(triton.cdiv(dims.len_k, nsplit), bn) * bn
-    nsplit = triton.cdiv(dims.len_k, chunk)  # every chunk non-empty
+    chunk = cdiv(cdiv(dims.len_k, nsplit), bn) * bn
+    nsplit = cdiv(dims.len_k, chunk)  # every chunk non-empty
     bh = dims.batch * dims.heads_q
     block_d = padded_dim(dims.head_dim)
     direct = nsplit == 1

@@ -13,9 +13,8 @@ from __future__ import annotations
 import functools
 
 import torch
-import triton
 
-from kernels._checks import GLUON_BUILD_ERRORS, gluon_build_failed, gluon_runnable, gluon_status, layout_strides
+from kernels._checks import GLUON_BUILD_ERRORS, cdiv, gluon_build_failed, gluon_runnable, gluon_status, layout_strides
 
 try:  # Gluon ships with Triton >= 3.5; the kernel is written against the GPU machine's 3.6 API
     from triton.experimental.gluon import language as gl
@@ -136,8 +135,8 @@ def read_floor(k_cache: torch.Tensor, v_cache: torch.Tensor, programs: int, bloc
     smem = _smem_layout(block_n, d, k_cache.dtype)
     k_desc, v_desc = (TensorDescriptor(t.reshape(rows, d), [rows, d], [d, 1], [block_n, d], smem)
                       for t in (k_cache, v_cache))
-    per = triton.cdiv(triton.cdiv(rows, programs), block_n) * block_n
-    read_floor_kernel[(triton.cdiv(rows, per),)](k_desc, v_desc, rows, per, STAGES=stages, num_warps=4)
+    per = cdiv(cdiv(rows, programs), block_n) * block_n
+    read_floor_kernel[(cdiv(rows, per),)](k_desc, v_desc, rows, per, STAGES=stages, num_warps=4)
 
 
 def status() -> str:
