@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Session-47 device calls (issue 16), prepared in session 46 (nothing run yet): bash kernels/device_s47.sh CALL (OUT set
-# by the tool).  Every step is guarded by `timeout`.
+# Session-47 device calls (issue 16), prepared in session 46, and calls 1-2 run in session 46 itself with its budget
+# left (logs kernels_h200_s47_call{1,2}_*): bash kernels/device_s47.sh CALL (OUT set by the tool).  Every step is
+# guarded by `timeout`.
 # If an H100 is lent, kernels/device_s37.sh calls 1-3 (carry [".whl"]) and 14 come first (README's H100 table, the H100
 # baseline's re-made entries, cuDNN's fp8 forward on an H100), then kernels/device_s46.sh call2 (session 45's rows rule
 # timed there).
@@ -9,6 +10,10 @@
 #        kernels_s46_gemm_cluster_a.patch, applied by the call), the same tiles unclustered (the route there) and
 #        cuBLAS (nvjet 64x96 tiles in clusters of four sharing A); the L2 requests and sectors, the copy engine's bytes,
 #        the CTAs' stall reasons side by side.
+# call1 ran in session 46 (H200 GPU-594283e5).
+# call2 (written in session 46 and run there): a single 128-row tile row of 65-96 rows read as a 64-row and a 32-row
+#        box (matmul_ws_kernel's FIT_M 3; 96 rows of A a K step, not 128; docs/measurements/
+#        kernels_s46_gemm_fit_quarter.patch, applied by the call; not kept) against the two half boxes and the route.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 source kernels/device_lib.sh
@@ -45,6 +50,38 @@ torch.cuda.nvtx.range_pop()
 torch.cuda.synchronize()
 PY
 
+cat > /tmp/s47/quarter.py <<'PY'
+"""argv: rounds seconds shapes (MxNxK,...).  The Gluon GEMM's 128-row tiles over a single tile row of 65-96 rows read
+as a 64-row and a 32-row box (FIT_M 3, `_matmul_gluon.FIT_QUARTER`: `q`) against the two 64-row half boxes (FIT_M 2:
+`h`), 128x64 tiles (8 stages: `q64`, `h64`) and 128x128 (4 stages: `q128`, `h128`), the route (`ship`) and cuBLAS;
+q outputs bitwise h's?"""
+import sys
+
+import torch
+
+from kernels import _matmul_gluon as mg
+from kernels import matmul as mm
+from kernels.tune_ab import gemm_operands, must_run, outputs_and_errors, patched, ratios, steady_in_turns, timings_line
+
+ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
+SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
+CONFIGS = {"64": (128, 64, 64, 8, 8, 0), "128": (128, 128, 64, 8, 4, 0)}
+for m, n, k in SHAPES:
+    a, b, c, ref = gemm_operands(m, n, k)
+    fns = {"cublas": lambda: torch.matmul(a, b, out=c), "ship": lambda: mm.matmul(a, b, out=c)}
+    for name, cfg in CONFIGS.items():
+        run = lambda cfg=cfg, name=name: must_run(mg.matmul_ws(a, b, c, cfg, split=1), name)  # noqa: E731
+        fns[f"h{name}"] = run
+        fns[f"q{name}"] = patched(run, mg, "FIT_QUARTER", True)
+    outs, errs = outputs_and_errors(fns, c, ref)
+    bad = [nm for nm, e in errs.items() if not e < 2e-2]
+    same = [nm for nm in CONFIGS if torch.equal(outs[f"h{nm}"], outs[f"q{nm}"])]
+    times = steady_in_turns({nm: f for nm, f in fns.items() if nm not in bad}, ROUNDS, SECONDS)
+    print(f"{m}x{n}x{k} (wrong: {bad}; q bitwise h: {same}), {ROUNDS} rounds of {SECONDS} s, us a call median "
+          f"(min-max): {timings_line(times)}; x ship: {ratios(times, 'ship')}; x cublas: {ratios(times, 'cublas')}",
+          flush=True)
+PY
+
 case $CALL in
   call1)
     patch -p1 < docs/measurements/kernels_s46_gemm_cluster_a.patch || exit 3
@@ -52,6 +89,14 @@ case $CALL in
       | tee "${LOG}_ncu.log"
     gemm_ncu cublas 96x5120x4096 2>&1 | tee -a "${LOG}_ncu.log"
     tar -C /tmp/ncu -czf "${LOG}_ncu.tgz" --exclude='*.ncu-rep' .
+    ;;
+  call2)  # (written and run in session 46) FIT_M 3 against FIT_M 2 and the route at M 65-96, then its GPU tests
+    patch -p1 < docs/measurements/kernels_s46_gemm_fit_quarter.patch || exit 3
+    timeout 300 python3 /tmp/s47/quarter.py 3 0.1 "96x5120x4096,65x5120x4096,80x6144x4096,96x6144x4096,\
+96x7168x4096,96x8192x4096,72x14336x4096,96x4096x4096,80x4096x4096,96x14336x4096,96x4096x14336" 2>&1 \
+      | tee "${LOG}_gemm_quarter.log"
+    timeout 200 python3 -m pytest tests/kernels/test_matmul_ws.py -m gpu -q -p no:cacheprovider -n 8 -k "fit or quarter" 2>&1 \
+      | tail -4 | tee "${LOG}_gpu_tests_fit.log"
     ;;
   harnesses) ;;
   *) echo "unknown call $CALL"; exit 2 ;;
