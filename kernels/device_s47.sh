@@ -14,6 +14,14 @@
 # call2 (written in session 46 and run there): a single 128-row tile row of 65-96 rows read as a 64-row and a 32-row
 #        box (matmul_ws_kernel's FIT_M 3; 96 rows of A a K step, not 128; docs/measurements/
 #        kernels_s46_gemm_fit_quarter.patch, applied by the call; not kept) against the two half boxes and the route.
+# call3 (carry [".whl"]): `perfci run` on a fresh card against its baseline (scripts/device_gate_check.sh env run1;
+#        session 46's try ran past a 420 s call limit with its log on the device: now under OUT).  Give it the whole
+#        600 s call and nothing else.
+# call4: the Gluon GEMM's 64x32 tiles (one consumer; K steps of 64 or 128; docs/measurements/kernels_s46_gemm_n32.patch,
+#        built offline only) where the route runs the decode-sized GEMMs' Triton kernel on 64x32 tiles (M 49-64:
+#        64x4096x4096 0.92-0.95x cuBLAS hot): the Gluon kernel streams about 100 GB/s a CTA from L2 at every tile
+#        shape timed in session 46, the Triton kernel's 64x32 tiles 86 GB/s (768 KB a CTA in 8.9 us); then the
+#        patch's bitwise GPU tests.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 source kernels/device_lib.sh
@@ -82,6 +90,35 @@ for m, n, k in SHAPES:
           flush=True)
 PY
 
+cat > /tmp/s47/n32.py <<'PY'
+"""argv: rounds seconds shapes (MxNxK,...).  The Gluon GEMM's 64x32 tiles (one consumer warpgroup; session 46's
+experiment patch: `g32k128sS` K steps of 128 at S stages, `g32k64sS` of 64) and its 64x64 tiles on K steps of 128
+(`g64`, WS_HALF_CONFIG), unsplit, against the route (`ship`: the decode-sized GEMMs' Triton TMA kernel at M <= 64) and
+cuBLAS, B resident in L2."""
+import sys
+
+import torch
+
+from kernels import _matmul_gluon as mg
+from kernels import matmul as mm
+from kernels.tune_ab import gemm_operands, must_run, outputs_and_errors, ratios, steady_in_turns, timings_line
+
+ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
+SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
+CONFIGS = {"g32k128s6": (64, 32, 128, 8, 6, 0), "g32k128s8": (64, 32, 128, 8, 8, 0),
+           "g32k64s8": (64, 32, 64, 8, 8, 0), "g32k64s12": (64, 32, 64, 8, 12, 0), "g64": mg.WS_HALF_CONFIG}
+for m, n, k in SHAPES:
+    a, b, c, ref = gemm_operands(m, n, k)
+    fns = {"cublas": lambda: torch.matmul(a, b, out=c), "ship": lambda: mm.matmul(a, b, out=c)}
+    for name, cfg in CONFIGS.items():
+        fns[name] = lambda cfg=cfg, name=name: must_run(mg.matmul_ws(a, b, c, cfg, split=1), name)
+    outs, errs = outputs_and_errors(fns, c, ref)
+    bad = [nm for nm, e in errs.items() if not e < 2e-2]
+    times = steady_in_turns({nm: f for nm, f in fns.items() if nm not in bad}, ROUNDS, SECONDS)
+    print(f"{m}x{n}x{k} (wrong: {bad}), {ROUNDS} rounds of {SECONDS} s, us a call median (min-max): "
+          f"{timings_line(times)}; x ship: {ratios(times, 'ship')}; x cublas: {ratios(times, 'cublas')}", flush=True)
+PY
+
 case $CALL in
   call1)
     patch -p1 < docs/measurements/kernels_s46_gemm_cluster_a.patch || exit 3
@@ -97,6 +134,16 @@ case $CALL in
       | tee "${LOG}_gemm_quarter.log"
     timeout 200 python3 -m pytest tests/kernels/test_matmul_ws.py -m gpu -q -p no:cacheprovider -n 8 -k "fit or quarter" 2>&1 \
       | tail -4 | tee "${LOG}_gpu_tests_fit.log"
+    ;;
+  call3)  # carry [".whl"]: `perfci run` (make bench's job) on a fresh card against its baseline, the log into OUT
+    timeout 590 bash scripts/device_gate_check.sh "$OUT" env run1
+    ;;
+  call4)  # the Gluon GEMM's 64x32 tiles (docs/measurements/kernels_s46_gemm_n32.patch, applied here) at M 49-64
+    patch -p1 < docs/measurements/kernels_s46_gemm_n32.patch || exit 3
+    timeout 300 python3 /tmp/s47/n32.py 3 0.1 "64x4096x4096,64x3072x4096,56x4096x4096,64x6144x4096,64x14336x4096,\
+64x4096x14336,49x4096x4096,64x2048x4096,64x5120x4096,60x4096x8192" 2>&1 | tee "${LOG}_gemm_n32.log"
+    timeout 200 python3 -m pytest tests/kernels/test_matmul_ws.py -m gpu -q -p no:cacheprovider -n 8 -k "n32" 2>&1 \
+      | tail -4 | tee "${LOG}_gpu_tests_n32.log"
     ;;
   harnesses) ;;
   *) echo "unknown call $CALL"; exit 2 ;;

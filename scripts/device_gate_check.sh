@@ -22,8 +22,9 @@ for step in "$@"; do
   case $step in
     env) perfci env --json > "$out/env.json"; nvidia-smi --query-gpu=name,uuid,serial,driver_version,clocks.max.sm --format=csv >> "$out/env.json" ;;
     gputests) python3 -m pytest tests/test_plugin_gpu.py tests/test_timing_gpu.py tests/test_trace_gpu.py ${GPU_TESTS_EXTRA:-} -q -p no:cacheprovider > "$out/gpu_tests.log" 2>&1; echo "gputests exit $?" ;;
-    run*) perfci run --report-dir "/tmp/r/$step" --results-dir "/tmp/r/results_$step" > "/tmp/r/$step.log" 2>&1; echo "$step exit $?"
-      grep -h "^perfci: \(no regression\|REGRESSION\)" "/tmp/r/$step.log" | tail -1 ;;
+    run*)  # the log straight into OUT: a call that runs past its limit still brings back how far it got
+      perfci run --report-dir "/tmp/r/$step" --results-dir "/tmp/r/results_$step" > "$out/$step.log" 2>&1; echo "$step exit $?"
+      grep -h "^perfci: \(no regression\|REGRESSION\)" "$out/$step.log" | tail -1 ;;
     against)
       git init -q . 2>/dev/null; git -c user.email=d@d -c user.name=d add -A >/dev/null; git -c user.email=d@d -c user.name=d commit -qm tree >/dev/null
       perfci run --against HEAD --report-dir "$out/against" --results-dir "$out/results_against" > "$out/against.log" 2>&1; echo "against exit $?" ;;
