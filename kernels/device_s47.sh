@@ -19,8 +19,8 @@
 #        600 s call and nothing else.
 # call4: the Gluon GEMM's 64x32 tiles (one consumer; K steps of 64 or 128; docs/measurements/kernels_s46_gemm_n32.patch,
 #        built offline only) where the route runs the decode-sized GEMMs' Triton kernel on 64x32 tiles (M 49-64:
-#        64x4096x4096 0.92-0.95x cuBLAS hot): the Gluon kernel streams about 100 GB/s a CTA from L2 at every tile
-#        shape timed in session 46, the Triton kernel's 64x32 tiles 86 GB/s (768 KB a CTA in 8.9 us); then the
+#        64x4096x4096 0.92-0.95x cuBLAS hot): the Gluon kernel's 64-row tiles streamed 97-105 GB/s a CTA in session
+#        46 (64x64, 64x128), the Triton kernel's 64x32 tiles 86 GB/s (768 KB a CTA in 8.9 us); then the
 #        patch's bitwise GPU tests.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
