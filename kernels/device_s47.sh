@@ -101,10 +101,10 @@ import torch
 
 from kernels import _matmul_gluon as mg
 from kernels import matmul as mm
-from kernels.tune_ab import gemm_operands, must_run, outputs_and_errors, ratios, steady_in_turns, timings_line
+from kernels.tune_ab import checked_variants, gemm_operands, gemm_shapes, must_run
+from kernels.tune_ab import ratios, steady_in_turns, timings_line
 
-ROUNDS, SECONDS = int(sys.argv[1]), float(sys.argv[2])
-SHAPES = [tuple(int(x) for x in s.split("x")) for s in sys.argv[3].split(",")]
+ROUNDS, SECONDS, SHAPES = int(sys.argv[1]), float(sys.argv[2]), gemm_shapes(sys.argv[3])
 CONFIGS = {"g32k128s6": (64, 32, 128, 8, 6, 0), "g32k128s8": (64, 32, 128, 8, 8, 0),
            "g32k64s8": (64, 32, 64, 8, 8, 0), "g32k64s12": (64, 32, 64, 8, 12, 0), "g64": mg.WS_HALF_CONFIG}
 for m, n, k in SHAPES:
@@ -112,9 +112,9 @@ for m, n, k in SHAPES:
     fns = {"cublas": lambda: torch.matmul(a, b, out=c), "ship": lambda: mm.matmul(a, b, out=c)}
     for name, cfg in CONFIGS.items():
         fns[name] = lambda cfg=cfg, name=name: must_run(mg.matmul_ws(a, b, c, cfg, split=1), name)
-    outs, errs = outputs_and_errors(fns, c, ref)
-    bad = [nm for nm, e in errs.items() if not e < 2e-2]
-    times = steady_in_turns({nm: f for nm, f in fns.items() if nm not in bad}, ROUNDS, SECONDS)
+    _, _, ok = checked_variants(fns, c, ref)
+    bad = [nm for nm in fns if nm not in ok]
+    times = steady_in_turns(ok, ROUNDS, SECONDS)
     print(f"{m}x{n}x{k} (wrong: {bad}), {ROUNDS} rounds of {SECONDS} s, us a call median (min-max): "
           f"{timings_line(times)}; x ship: {ratios(times, 'ship')}; x cublas: {ratios(times, 'cublas')}", flush=True)
 PY

@@ -142,6 +142,25 @@ def outputs_and_errors(fns: dict[str, Callable[[], Any]], out: Any, ref: Any) ->
     return outs, errs
 
 
+def gemm_shapes(arg: str) -> list[tuple[int, int, int]]:
+    """The session scripts' shapes argument, ``MxNxK,MxNxK,...``, as (m, n, k) tuples; ValueError naming a bad one."""
+    shapes = []
+    for item in arg.split(","):
+        dims = item.strip().split("x")
+        if len(dims) != 3 or not all(d.isdigit() and int(d) > 0 for d in dims):
+            raise ValueError(f"a shape is MxNxK of positive integers, got {item!r} in {arg!r}")
+        shapes.append((int(dims[0]), int(dims[1]), int(dims[2])))
+    return shapes
+
+
+def checked_variants(fns: dict[str, Callable[[], Any]], out: Any, ref: Any,
+                     tol: float = 2e-2) -> tuple[dict, dict, dict[str, Callable[[], Any]]]:
+    """:func:`outputs_and_errors` of ``fns``, and those of them whose error is below ``tol`` (a NaN is not): the
+    variants a session script then times (:func:`steady_in_turns`) and names the others as wrong."""
+    outs, errs = outputs_and_errors(fns, out, ref)
+    return outs, errs, {name: fn for name, fn in fns.items() if errs[name] < tol}
+
+
 def must_run(ok: bool, what: str, why: Callable[[], str] = lambda: "") -> None:
     """Raise RuntimeError where an entry point that returns False when it cannot run here (``matmul_ws``) did not
     run, naming ``what`` and ``why()`` (asked only then)."""

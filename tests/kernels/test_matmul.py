@@ -26,6 +26,20 @@ def check_matmul(m, n, k, dtype, device, gen, b_colmajor=False, ref_dtype=torch.
     assert err < TOL[dtype], f"rel err {err:.2e}: {tag}"
 
 
+def spy_tma_configs(monkeypatch) -> list:
+    """The configs ``matmul`` hands the TMA split kernel from now on (the kernel still runs), in call order."""
+    from kernels import matmul as mm
+
+    real, seen = mm.matmul_splitk_tma, []
+
+    def spy(a, b, c, cfg, **kw):
+        seen.append(cfg)
+        return real(a, b, c, cfg, **kw)
+
+    monkeypatch.setattr(mm, "matmul_splitk_tma", spy)
+    return seen
+
+
 @pytest.mark.parametrize(
     ("m", "n", "k", "dtype", "colmajor"),
     [
@@ -519,14 +533,7 @@ def test_matmul_gpu_small_m_takes_wide_tma_tiles(gen, monkeypatch):
     explicit split-K knob keeps split-K (the default TMA route needs a GPU: never under the interpreter)."""
     from kernels import matmul as mm
 
-    seen = []
-    real = mm.matmul_splitk_tma
-
-    def spy(a, b, c, cfg):
-        seen.append(cfg)
-        return real(a, b, c, cfg)
-
-    monkeypatch.setattr(mm, "matmul_splitk_tma", spy)
+    seen = spy_tma_configs(monkeypatch)
     sms = mm.num_sms(torch.device("cuda"))
     mid = mm._sk.WIDE_TMA_CONFIGS[1]
     assert mid[1] == 64

@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from kernels import matmul_rows as mr
-from tests.kernels.test_matmul import check_matmul
+from kernels._checks import cdiv
+from kernels.matmul_splitk import tma_tiles
+from tests.kernels.test_matmul import check_matmul, spy_tma_configs
 
 T64, T128 = (64, 128, 4, 5, True), (128, 64, 4, 6, True)
 
@@ -71,10 +73,10 @@ def test_rows_pick_has_the_most_programs():
                     assert [c[1] for c in mr.rows_candidates(m, n, k, 132)] == ([64] if n % 64 == 0 else [])
                 if pick is None:
                     continue
-                progs = [c[0] * -(-m // 64) * -(-n // c[1]) for c in mr.rows_candidates(m, n, k, 132)]
-                assert pick[0] * -(-m // 64) * -(-n // pick[1]) == max(progs)
+                progs = [c[0] * tma_tiles(m, n, c[1]) for c in mr.rows_candidates(m, n, k, 132)]
+                assert pick[0] * tma_tiles(m, n, pick[1]) == max(progs)
                 assert pick[0] == 1 or max(progs) <= 132  # split programs fit one round
-                assert pick[0] <= mr.ROWS_MAX_CHUNKS and -(-k // pick[2]) // pick[0] >= 8  # chunks of >= 8 K steps
+                assert pick[0] <= mr.ROWS_MAX_CHUNKS and cdiv(k, pick[2]) // pick[0] >= 8  # chunks of >= 8 K steps
 
 
 @pytest.mark.parametrize(("m", "n", "k"), [(130, 72, 160), (65, 40, 96)])
@@ -88,19 +90,6 @@ def test_rows_configs_run(m, n, k, cfg, device, gen, monkeypatch):
     check_matmul(m, n, k, torch.bfloat16, device, gen, splitk_tma=cfg)
 
 
-def _spy_configs(monkeypatch) -> list:
-    from kernels import matmul as mm
-
-    real, seen = mm.matmul_splitk_tma, []
-
-    def spy(a, b, c, cfg, **kw):
-        seen.append(cfg)
-        return real(a, b, c, cfg, **kw)
-
-    monkeypatch.setattr(mm, "matmul_splitk_tma", spy)
-    return seen
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize(("m", "n", "k"), [(384, 128, 8192), (512, 512, 8192), (200, 384, 6144), (448, 192, 5120),
                                            (130, 256, 8192), (65, 128, 4096), (256, 256, 16384), (128, 128, 16384)])
@@ -109,7 +98,7 @@ def test_matmul_gpu_takes_the_rows_route(m, n, k, gen, monkeypatch):
     right three calls in a row."""
     from kernels import matmul as mm
 
-    seen = _spy_configs(monkeypatch)
+    seen = spy_tma_configs(monkeypatch)
     want = mr.rows_split_config(m, n, k, mm.num_sms(torch.device("cuda")))
     assert want is not None
     for _ in range(3):
@@ -124,6 +113,6 @@ def test_matmul_gpu_takes_the_rows_route(m, n, k, gen, monkeypatch):
     (384, 1024, 8192, {}),             # the rule leaves it
 ])
 def test_matmul_gpu_rows_route_left(m, n, k, kw, gen, monkeypatch):
-    seen = _spy_configs(monkeypatch)
+    seen = spy_tma_configs(monkeypatch)
     check_matmul(m, n, k, torch.bfloat16, "cuda", gen, ref_dtype=torch.float32, **kw)
     assert seen == []

@@ -91,6 +91,23 @@ def test_outputs_and_errors_run_each_once_into_a_nan_filled_output():
     assert torch.equal(outs["doubled"], c) and not torch.equal(outs["exact"], outs["doubled"])
 
 
+def test_checked_variants_keep_those_within_the_tolerance():
+    a, b, c, ref = tune_ab.gemm_operands(8, 8, 8, device="cpu")
+    fns = {"exact": lambda: torch.matmul(a, b, out=c), "doubled": lambda: torch.matmul(a, b * 2, out=c),
+           "nan": lambda: None}  # writes nothing: the output stays NaN-filled
+    outs, errs, kept = tune_ab.checked_variants(fns, c, ref)
+    assert list(kept) == ["exact"] and kept["exact"] is fns["exact"]
+    assert set(outs) == set(errs) == set(fns)
+    assert list(tune_ab.checked_variants(fns, c, ref, tol=2.0)[2]) == ["exact", "doubled"]
+
+
+def test_gemm_shapes():
+    assert tune_ab.gemm_shapes("64x4096x4096,1x8x16") == [(64, 4096, 4096), (1, 8, 16)]
+    for bad in ("64x4096", "64x0x8", "axbxc", "64x8x8,", "64x-8x8"):
+        with pytest.raises(ValueError, match="MxNxK"):
+            tune_ab.gemm_shapes(bad)
+
+
 def test_timing_lines_and_ratios():
     """The session scripts' summary lines: each timing's median (min-max) and error; base median over each other
     median, without base and the skipped names."""
