@@ -96,15 +96,21 @@ def make_baseline(runs: list[ResultFile], *, gpu: str, force: bool = False, path
         medians = tuple(round(r.benchmarks[name].compared_median_ms, 7) for r in runs if name in r.benchmarks)
         return medians if len(medians) > 1 else ()
 
+    def cards_of(name: str) -> tuple[str, ...]:
+        """The cards behind this entry's run medians (kept per entry: a partial update merges entries of
+        other cards into the file, and the file's card list then says nothing about one entry)."""
+        return tuple(dict.fromkeys(str(r.fingerprint["card"]) for r in runs
+                                   if name in r.benchmarks and r.fingerprint.get("card")))
+
     records = [replace(rec, run_medians_ms=kept(rec.name) or rec.run_medians_ms, pooled_with=None,
-                       first_pass_median_ms=None,
+                       first_pass_median_ms=None, cards=cards_of(rec.name),
                        entry={**rec.entry, "stats": {k: v for k, v in (rec.entry.get("stats") or {}).items()
                                                      if k != "data"}})
                for rec in first.benchmarks.values()]
     header = {"schema_version": SCHEMA_VERSION, "gpu": gpu,
               "written": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "runs": len(runs),
               "sources": [str(r.path) for r in runs], "forced": bool(force)}
-    # every card the runs came from: with several, the run medians carry the card-to-card offsets
+    # every card the runs came from (the entries' own lists decide the comparison: perfci.gate.Drift)
     cards = list(dict.fromkeys(str(r.fingerprint.get("card")) for r in runs if r.fingerprint.get("card")))
     fingerprint = {**first.fingerprint, "cards": cards} if cards else dict(first.fingerprint)
     # a baseline stands for every benchmark it holds: no scope, nothing deselected

@@ -187,24 +187,38 @@ class Drift:
     """What differs between the baseline's machine and this one: software versions, and the card."""
 
     lines: tuple[str, ...] = ()
-    cross_card_sigma: float = 0.0  # > 0 when the baseline's card is another (or unknown) card of this model
+    card: str | None = None  # this machine's card (GPU UUID); None where not recorded
+    file_cards: tuple[str, ...] = ()  # the cards the baseline file records
+    file_cards_per_entry: bool = True  # False for a merged file: its card list is the union of its updates'
+    model_sigma: float = 0.0  # this model's cross-card term (fingerprint.cross_card_sigma)
+
+    def cross_card_sigma(self, base: BenchmarkRecord | None) -> float:
+        """The cross-card term for one baseline entry: none where its run medians came from this card or
+        from several cards (they carry the offsets), the model's where they came from another card or
+        from cards not recorded. The entry's own card list decides; an entry without one (written before
+        perfci recorded them) goes by the file's, except in a merged file, whose list is every update's."""
+        if not self.card:
+            return 0.0
+        cards = base.cards if base is not None and base.cards else (
+            self.file_cards if self.file_cards_per_entry else ())
+        return 0.0 if self.card in cards or len(set(cards)) > 1 else self.model_sigma
 
 
-def environment_drift(base: Mapping[str, object], new: Mapping[str, object]) -> Drift:
-    """The drift of ``new``'s machine from the baseline's (both ``machine_info['perfci']`` records).
-
-    The card: a baseline whose runs came from several cards carries their offsets in its run medians
-    (no extra term); one from another card, or from a card it did not record (files before cards were
-    recorded), gets the model's measured cross-card term (``fingerprint.cross_card_sigma``).
-    """
+def environment_drift(base: Mapping[str, object], new: Mapping[str, object], *, merged: bool = False) -> Drift:
+    """The drift of ``new``'s machine from the baseline's (both ``machine_info['perfci']`` records);
+    ``merged``: the baseline file was merged from partial updates (its header's ``kept_from``)."""
     lines = [f"{k} {base.get(k)} -> {new.get(k)}" for k in DRIFT_FIELDS
              if base.get(k) is not None and new.get(k) is not None and base.get(k) != new.get(k)]
-    card, cards = new.get("card"), [c for c in (base.get("cards") or [base.get("card")]) if c]
-    sigma = 0.0
-    if card and len(set(cards)) < 2 and card not in cards:
-        sigma = cross_card_sigma(str(new.get("slug") or ""))
-        lines.append(f"card {cards[0] if cards else '(not recorded)'} -> {card}: baseline from another card")
-    return Drift(tuple(lines), sigma)
+    card = str(new.get("card") or "") or None
+    listed = base.get("cards") or [base.get("card")]
+    cards = tuple(str(c) for c in listed if c) if isinstance(listed, (list, tuple)) else ()
+    if card and card not in cards:
+        if not cards or len(cards) == 1:
+            lines.append(f"card {cards[0] if cards else '(not recorded)'} -> {card}: baseline from another card")
+        elif merged:
+            lines.append(f"cards {cards[0]} and {len(cards) - 1} more -> {card}: baseline entries from other cards")
+    return Drift(tuple(lines), card=card, file_cards=cards, file_cards_per_entry=not merged,
+                 model_sigma=cross_card_sigma(str(new.get("slug") or "")) if card else 0.0)
 
 
 def judge(new: BenchmarkRecord, base: BenchmarkRecord | None, *, compared: bool,
@@ -225,7 +239,7 @@ def judge(new: BenchmarkRecord, base: BenchmarkRecord | None, *, compared: bool,
         if base is not None and base.profile is not None:
             findings.extend(check_against_baseline(profile or KernelProfile.missing("profiling was off"),
                                                    base.profile))
-        card_sigma = drift.cross_card_sigma if new.device_time else 0.0
+        card_sigma = drift.cross_card_sigma(base) if new.device_time else 0.0
         comparison = compare_samples(new.name, _sample(base, new), _sample(new, base),
                                      CompareSettings(min_effect=new.threshold or DEFAULT_THRESHOLD,
                                                      cross_card_sigma=card_sigma))
@@ -267,7 +281,8 @@ def _sample(side: BenchmarkRecord | None, other: BenchmarkRecord | None) -> Samp
 def judge_files(new: ResultFile, base: ResultFile | None) -> RunVerdict:
     """The verdict of a result file against a baseline (``perfci compare``, ``perfci run``). Names are
     matched across a rootdir change (``perfci.names``), as in the pytest plugin."""
-    drift = environment_drift(base.fingerprint, new.fingerprint) if base else Drift()
+    drift = Drift() if base is None else environment_drift(base.fingerprint, new.fingerprint,
+                                                           merged=bool(base.header.get("kept_from")))
     matcher = NameMatcher(base.benchmarks) if base is not None else None  # one for the run: one rootdir shift
     outcomes = []
     for record in new.benchmarks.values():

@@ -40,7 +40,7 @@ ERRORS_KEY = "perfci_errors"  # {node id: one-line error} of perf benchmarks tha
 # the keys of a record that BenchmarkRecord models; every other key of the record is kept in ``details``
 _MODELLED = ("schema_version", "timer", "device_time", "median_ms", "compared_samples_ms", "compared_median_ms",
              "normalization", "noise_reasons", "noisy", "threshold", "forbid", "expect", "known_bad", "flops",
-             "bytes", "profile", "run_medians_ms", "pooled_with", "first_pass_median_ms")
+             "bytes", "profile", "run_medians_ms", "pooled_with", "first_pass_median_ms", "cards")
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,9 @@ class BenchmarkRecord:
     run_medians_ms: tuple[float, ...] = ()  # per-run medians: several fresh-process runs (baseline, pooled run)
     pooled_with: str | None = None  # the first-pass result file this run was pooled with (perfci.confirm)
     first_pass_median_ms: float | None = None
+    # the cards (GPU UUIDs) its run medians came from (baseline entries): from one card they carry no
+    # card-to-card offset; () where not recorded (entries written before perfci recorded them per entry)
+    cards: tuple[str, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict, compare=False)  # clocks, stop reason, ...
     entry: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)  # pytest-benchmark's
 
@@ -250,6 +253,7 @@ def _from_info(name: str, info: Mapping[str, Any], entry: dict[str, Any]) -> Ben
         run_medians_ms=tuple(float(v) for v in info.get("run_medians_ms", ())),
         pooled_with=None if info.get("pooled_with") is None else str(info["pooled_with"]),
         first_pass_median_ms=opt_float("first_pass_median_ms"),
+        cards=tuple(str(c) for c in info.get("cards") or ()),
         details={k: v for k, v in info.items() if k not in _MODELLED}, entry=entry)
 
 
@@ -272,7 +276,7 @@ def record_to_info(record: BenchmarkRecord) -> dict[str, Any]:
     optional = {"known_bad": list(record.known_bad), "flops": record.flops, "bytes": record.bytes_moved,
                 "profile": record.profile.to_dict() if record.profile is not None else None,
                 "run_medians_ms": list(record.run_medians_ms), "pooled_with": record.pooled_with,
-                "first_pass_median_ms": record.first_pass_median_ms}
+                "first_pass_median_ms": record.first_pass_median_ms, "cards": list(record.cards)}
     info.update({k: v for k, v in optional.items() if v not in (None, [])})
     return info
 

@@ -85,7 +85,8 @@ class PerfSession:
 
     def set_baseline(self, baseline: ResultFile, note: str) -> None:
         self.baseline, self.baseline_note = baseline, note
-        self.drift = environment_drift(baseline.fingerprint, self.fingerprint.machine_info())
+        self.drift = environment_drift(baseline.fingerprint, self.fingerprint.machine_info(),
+                                       merged=bool(baseline.header.get("kept_from")))
         self._matcher = NameMatcher(baseline.benchmarks)
 
     def set_compared(self, compared: ResultFile) -> None:

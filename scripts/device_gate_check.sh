@@ -2,7 +2,9 @@
 # The gate on a lent GPU, as a new user meets it (issue 11 targets). Run on the device machine from the
 # repository root, with the wheels of .whl (nvtx, plotly) carried. Usage:
 #   scripts/device_gate_check.sh OUT_DIR STEP...
-#   steps: env gputests run1 run2 run3 against bdplanted ncu i15 aoti nsight ncu2 shard shardsub pack
+#   steps: env gputests run1 run2 run3 lib rebase against bdplanted ncu i15 aoti nsight ncu2 shard shardsub pack
+# LIB_K: lib's selection (the library benchmarks: their code is torch's, the same on every tree); REBASE_K: the
+# entries rebase re-makes on this card (perfci baseline update -k, 5 fresh runs; the file comes back in OUT)
 # GPU_SELECT: the paths/node ids of i15's gpu tests (default: tests)
 # Steps that write many files put them under /tmp/r; `pack` tars /tmp/r into OUT/r.tgz (a device call
 # returns at most 8 files).
@@ -24,7 +26,16 @@ for step in "$@"; do
     gputests) python3 -m pytest tests/test_plugin_gpu.py tests/test_timing_gpu.py tests/test_trace_gpu.py ${GPU_TESTS_EXTRA:-} -q -p no:cacheprovider > "$out/gpu_tests.log" 2>&1; echo "gputests exit $?" ;;
     run*)  # the log straight into OUT: a call that runs past its limit still brings back how far it got
       perfci run --report-dir "/tmp/r/$step" --results-dir "/tmp/r/results_$step" > "$out/$step.log" 2>&1; echo "$step exit $?"
-      grep -h "^perfci: \(no regression\|REGRESSION\)" "$out/$step.log" | tail -1 ;;
+      grep -h "^perfci: \(no regression\|REGRESSION\)" "$out/$step.log" | tail -1
+      cp /tmp/r/results_$step/*_run.json "$out/${step}_run.json" 2>/dev/null ;;
+    lib)  # one pass of the library benchmarks against the baseline: this card's offsets from the baseline's cards
+      perfci run --no-confirm -k "${LIB_K:-cublas or sdpa or cudnn}" --report-dir /tmp/r/lib --results-dir /tmp/r/results_lib \
+        > "$out/lib.log" 2>&1; echo "lib exit $?"; cp /tmp/r/results_lib/*_run.json "$out/lib_run.json" 2>/dev/null ;;
+    rebase)
+      perfci baseline update -k "${REBASE_K:?REBASE_K names the entries to re-make}" --results-dir /tmp/r/results_rebase \
+        > "$out/rebase.log" 2>&1; echo "rebase exit $?"
+      perfci env --json | python3 -c "import json,sys; print(json.load(sys.stdin)['baseline_file'])" \
+        | xargs -I{} cp {} "$out/rebased_baseline.json" ;;
     against)
       git init -q . 2>/dev/null; git -c user.email=d@d -c user.name=d add -A >/dev/null; git -c user.email=d@d -c user.name=d commit -qm tree >/dev/null
       perfci run --against HEAD --report-dir "$out/against" --results-dir "$out/results_against" > "$out/against.log" 2>&1; echo "against exit $?" ;;
