@@ -22,6 +22,16 @@
 #        64x4096x4096 0.92-0.95x cuBLAS hot): the Gluon kernel's 64-row tiles streamed 97-105 GB/s a CTA in session
 #        46 (64x64, 64x128), the Triton kernel's 64x32 tiles 86 GB/s (768 KB a CTA in 8.9 us); then the
 #        patch's bitwise GPU tests.
+# Run in session 47 (H200s): call4 then call3 on GPU-f0e4e80a (call3 failed a clean build: kernels/NOTES.md session 47),
+# then calls 5-8, written during the session, on GPU-66983945 (call 7: the GEMM GPU tests with SWAP_MAX_M 56, by sed in
+# the device command).
+# call5 (written and run in session 47): the unswapped 64-row TMA tiles at M 49-63 read A through the two overlapping
+#        windows of its first and last 32 rows (matmul_splitk.A_WINDOWS_UNSWAPPED) instead of one 64-row box
+#        zero-filled past M (session 47 call 4: 49x4096x4096 13.2 us against 8.9 at M = 64, 0.76x cuBLAS); then the
+#        GEMM GPU tests with it on.  (Not kept: the flag lives in docs/measurements/kernels_s47_gemm_win_unswapped.patch,
+#        which the call now applies first.)
+# call6 (written and run in session 47): the transposed tiles (matmul_splitk.swapped_tma_config, the route's at
+#        M <= 48: A through the two windows there) at M 49-56, against the route's unswapped tiles and cuBLAS.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=.
 source kernels/device_lib.sh
@@ -119,6 +129,59 @@ for m, n, k in SHAPES:
           f"{timings_line(times)}; x ship: {ratios(times, 'ship')}; x cublas: {ratios(times, 'cublas')}", flush=True)
 PY
 
+cat > /tmp/s47/win.py <<'PY'
+"""argv: rounds seconds shapes (MxNxK,...).  The route's TMA config unswapped at M 49-63 with A through one 64-row
+box (`box`) or the two windows (`win`, matmul_splitk.A_WINDOWS_UNSWAPPED), and cuBLAS; win bitwise box?"""
+import sys
+
+import torch
+
+from kernels import matmul as mm
+from kernels import matmul_splitk as sk
+from kernels.tune_ab import checked_variants, gemm_operands, gemm_shapes, patched, ratios, steady_in_turns
+from kernels.tune_ab import timings_line
+
+ROUNDS, SECONDS, SHAPES = int(sys.argv[1]), float(sys.argv[2]), gemm_shapes(sys.argv[3])
+for m, n, k in SHAPES:
+    a, b, c, ref = gemm_operands(m, n, k)
+    cfg = sk.default_tma_config(m, n, k, mm.num_sms(a.device))
+    box = lambda cfg=cfg: sk.matmul_splitk_tma(a, b, c, cfg)  # noqa: E731
+    fns = {"cublas": lambda: torch.matmul(a, b, out=c), "box": box,
+           "win": patched(box, sk, "A_WINDOWS_UNSWAPPED", True)}
+    outs, _, ok = checked_variants(fns, c, ref)
+    same = torch.equal(outs["box"], outs["win"]) if "box" in outs and "win" in outs else None
+    times = steady_in_turns(ok, ROUNDS, SECONDS)
+    print(f"{m}x{n}x{k} cfg {cfg} (wrong: {[nm for nm in fns if nm not in ok]}; win bitwise box: {same}), "
+          f"{ROUNDS} rounds of {SECONDS} s, us a call median (min-max): {timings_line(times)}; "
+          f"x box: {ratios(times, 'box')}; x cublas: {ratios(times, 'cublas')}", flush=True)
+PY
+
+cat > /tmp/s47/swap.py <<'PY'
+"""argv: rounds seconds shapes (MxNxK,...).  At M 49-56: the route's config (`route`: unswapped 64-row tiles) against
+the transposed tiles the route takes up to M = 48 (`swap`: matmul_splitk.swapped_tma_config) and cuBLAS."""
+import sys
+
+import torch
+
+from kernels import matmul as mm
+from kernels import matmul_splitk as sk
+from kernels.tune_ab import checked_variants, gemm_operands, gemm_shapes, ratios, steady_in_turns, timings_line
+
+ROUNDS, SECONDS, SHAPES = int(sys.argv[1]), float(sys.argv[2]), gemm_shapes(sys.argv[3])
+for m, n, k in SHAPES:
+    a, b, c, ref = gemm_operands(m, n, k)
+    sms = mm.num_sms(a.device)
+    cfgs = {"route": sk.default_tma_config(m, n, k, sms), "swap": sk.swapped_tma_config(m, n, k, sms)}
+    fns = {"cublas": lambda: torch.matmul(a, b, out=c)}
+    for name, cfg in cfgs.items():
+        fns[name] = lambda cfg=cfg: sk.matmul_splitk_tma(a, b, c, cfg)
+    _, _, ok = checked_variants(fns, c, ref)
+    times = steady_in_turns(ok, ROUNDS, SECONDS)
+    print(f"{m}x{n}x{k} {cfgs} (wrong: {[nm for nm in fns if nm not in ok]}), {ROUNDS} rounds of {SECONDS} s, us a "
+          f"call median (min-max): {timings_line(times)}; x route: {ratios(times, 'route')}; x cublas: "
+          f"{ratios(times, 'cublas')}", flush=True)
+PY
+
 case $CALL in
   call1)
     patch -p1 < docs/measurements/kernels_s46_gemm_cluster_a.patch || exit 3
@@ -144,6 +207,21 @@ case $CALL in
 64x4096x14336,49x4096x4096,64x2048x4096,64x5120x4096,60x4096x8192" 2>&1 | tee "${LOG}_gemm_n32.log"
     timeout 200 python3 -m pytest tests/kernels/test_matmul_ws.py -m gpu -q -p no:cacheprovider -n 8 -k "n32" 2>&1 \
       | tail -4 | tee "${LOG}_gpu_tests_n32.log"
+    ;;
+  call5)  # unswapped windows at M 49-63, then the GEMM GPU tests with them on
+    patch -p1 < docs/measurements/kernels_s47_gemm_win_unswapped.patch || exit 3
+    timeout 200 python3 /tmp/s47/win.py 3 0.1 "49x4096x4096,52x4096x4096,56x4096x4096,60x4096x4096,63x4096x4096,\
+64x4096x4096,49x4096x14336,56x4096x14336,49x14336x4096,56x14336x4096,49x6144x4096,49x2048x4096,56x1024x4096,\
+49x1024x14336,60x4096x8192" 2>&1 | tee "${LOG}_gemm_win.log"
+    sed -i 's/^A_WINDOWS_UNSWAPPED = False/A_WINDOWS_UNSWAPPED = True/' kernels/matmul_splitk.py
+    grep -n "^A_WINDOWS_UNSWAPPED" kernels/matmul_splitk.py
+    timeout 240 python3 -m pytest tests/kernels/test_matmul.py -m gpu -q -p no:cacheprovider -n 8 2>&1 \
+      | tail -4 | tee "${LOG}_gpu_tests_win.log"
+    ;;
+  call6)  # the transposed tiles at M 49-56
+    timeout 240 python3 /tmp/s47/swap.py 3 0.1 "49x4096x4096,50x4096x4096,52x4096x4096,54x4096x4096,55x4096x4096,\
+56x4096x4096,49x4096x14336,52x4096x14336,49x6144x4096,52x6144x4096,49x2048x4096,49x1024x14336,49x14336x4096,\
+52x5120x4096,60x4096x4096" 2>&1 | tee "${LOG}_gemm_swap.log"
     ;;
   harnesses) ;;
   *) echo "unknown call $CALL"; exit 2 ;;

@@ -298,9 +298,16 @@ LAST_RESORT_MIN_FILL = 0.5
 # graph-timed, x cuBLAS with B resident in L2 between replays / streamed from DRAM (the call cycling over copies of
 # B), against the previous default: 32x4096x4096 (64 64-column tiles) 1.01 / 1.03 against 0.70 / 0.99, 8x4096 0.94 /
 # 1.02 against 0.92 / 0.88 (split-K), 1x4096 1.08 / 1.03 against 1.04 / 0.91, 32x5120 1.12 / 1.01 against 0.76 /
-# 0.92, 16x4096x512 1.11 / 1.04 against 0.53 / 0.71 (the persistent kernel).  Above M = 48 the unswapped tiles stay
-# ahead (at 128 programs of 32 columns against 64 of 64): 56x4096 0.87 against 0.82, 64x4096 0.96 against 0.85.
-SWAP_MAX_M = 48
+# 0.92, 16x4096x512 1.11 / 1.04 against 0.53 / 0.71 (the persistent kernel).  Above M = 48 the unswapped tiles stayed
+# ahead then (at 128 programs of 32 columns against 64 of 64): 56x4096 0.87 against 0.82, 64x4096 0.96 against 0.85.
+# Session 47 (H200 GPU-66983945, calls 6 and 8, B resident in L2): at 49 <= M <= 55, where A's 64-row box would be
+# zero-filled for 9-15 rows and the transposed tiles read A through its two windows (a_windows; session 18), they ran
+# 1.03-1.34x the unswapped tiles: 49 / 50 / 52 / 54 / 55 x 4096 x 4096 0.80 / 0.75 / 0.76 / 0.75 / 0.78 -> 0.95 / 0.99
+# / 1.02 / 0.98 / 1.00x cuBLAS, 49x4096x14336 0.88 -> 1.01, 49x6144x4096 0.93 -> 1.02, 52x5120x4096 0.80 -> 0.88,
+# 49x2048x4096 (split 4) 1.11 -> 1.19, 49x14336x4096 level (0.99).  At 56-59 (8 or fewer rows zero-filled, no
+# windows) mixed: 56x4096 1.08, 57 0.97, 58 1.07, 59 0.97, 57x4096x14336 1.03, 59x6144 1.00 (and session 15's H100 56
+# above): the rule stops at 55.
+SWAP_MAX_M = 55
 # A read by masked pointer loads (cp.async) instead of its TMA box up to this M (A's box 16 rows: those past M,
 # zero-filled by the TMA unit, cost; H100 / H200 1x4096x4096 8.16 / 7.65 us against 9.90 / 8.19 with the box,
 # 8x4096 8.54 / 7.65 against 8.93 / 7.68).  Larger M mixed: 20x4096 9.21 against 10.15 us on the H100 but 9.29
@@ -349,7 +356,8 @@ def box_rows_zero_filled(m: int, split: int) -> int:
 def a_windows(m: int, split: int = 1) -> bool:
     """Whether the transposed TMA tiles read A through two windows (``A_WINDOWS``; A through its TMA box, above
     A_PTR_MAX_M): where the boxes would be zero-filled for more than A_WINDOWS_MIN_ZERO_ROWS rows past M (unsplit,
-    17 <= M <= 23, 33 <= M <= 39 and 41 <= M <= 48; split, 17 <= M <= 23 and 33 <= M <= 48).  Never where M is at
+    17 <= M <= 23, 33 <= M <= 39 and 41 <= M <= 55; split, 17 <= M <= 23 and 33 <= M <= 55; the transposed tiles
+    run up to M = SWAP_MAX_M).  Never where M is at
     most half the box (the second window's outer stride M - box / 2 would not be positive)."""
     return (A_WINDOWS and m > A_PTR_MAX_M and 2 * m > box_rows(m)
             and box_rows_zero_filled(m, split) > A_WINDOWS_MIN_ZERO_ROWS)

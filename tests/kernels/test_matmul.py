@@ -285,16 +285,16 @@ def test_a_windows_rule(monkeypatch):
     off."""
     from kernels import matmul_splitk as sk
 
-    assert [m for m in range(1, 49) if sk.a_windows(m)] == [*range(17, 24), *range(33, 40), *range(41, 49)]
-    assert [m for m in range(1, 49) if sk.a_windows(m, split=2)] == [*range(17, 24), *range(33, 49)]
+    assert [m for m in range(1, 57) if sk.a_windows(m)] == [*range(17, 24), *range(33, 40), *range(41, 56)]
+    assert [m for m in range(1, 57) if sk.a_windows(m, split=2)] == [*range(17, 24), *range(33, 56)]
     monkeypatch.setattr(sk, "A_TWO_BOXES_MAX_M", 0)
-    assert [m for m in range(1, 49) if sk.a_windows(m)] == [*range(17, 24), *range(33, 49)]
+    assert [m for m in range(1, 57) if sk.a_windows(m)] == [*range(17, 24), *range(33, 56)]
     monkeypatch.setattr(sk, "A_WINDOWS", False)
     assert not any(sk.a_windows(m, s) for m in range(1, 65) for s in (1, 2))
 
 
 @pytest.mark.parametrize(("m", "n", "k"), [(17, 40, 72), (23, 72, 136), (33, 48, 56), (47, 24, 40), (48, 40, 264),
-                                           (39, 64, 200)])
+                                           (39, 64, 200), (49, 40, 136), (55, 24, 72)])
 @pytest.mark.parametrize("cfg", [(1, 64, 128, 4, 6, True, True), (2, 64, 128, 4, 4, True, True),
                                  (3, 128, 64, 4, 8, True, True), (1, 64, 128, 4, 6, False, True)])
 def test_matmul_split_k_tma_a_windows(m, n, k, cfg, device, gen, monkeypatch):
@@ -305,7 +305,8 @@ def test_matmul_split_k_tma_a_windows(m, n, k, cfg, device, gen, monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(("m", "n", "k"), [(17, 4096, 4096), (23, 1000, 3000), (33, 5000, 776), (39, 2048, 4096),
-                                           (41, 14336, 520), (47, 4104, 776), (48, 64, 65536)])
+                                           (41, 14336, 520), (47, 4104, 776), (48, 64, 65536), (49, 4096, 4096),
+                                           (55, 6144, 776)])
 @pytest.mark.parametrize("cfg", [(1, 64, 128, 4, 6, True, True), (4, 64, 128, 4, 4, True, True),
                                  (1, 128, 128, 4, 4, True, True), (16, 64, 128, 4, 4, True, True)])
 def test_matmul_gpu_split_k_tma_a_windows(m, n, k, cfg, gen, monkeypatch):
@@ -382,7 +383,7 @@ def test_matmul_gpu_split_k_tma(m, n, k, cfg, fused, gen, monkeypatch):
                                            (1, 512, 8192), (1, 2048, 4096), (64, 1024, 4096), (49, 2048, 3000),
                                            (60, 1000, 14336), (64, 256, 2056)])
 def test_matmul_gpu_small_m_default(m, n, k, gen):
-    """M <= 64 on the default path (the TMA kernel, A's box fitted to M; M <= 48: the tiles transposed, 128 or 64
+    """M <= 64 on the default path (the TMA kernel, A's box fitted to M; M <= 55: the tiles transposed, 128 or 64
     columns, K split below a quarter of a wave of them, A by pointer loads up to M = 8, through boxes of 32 + 16
     rows at 32 < M <= 40 unsplit, through two overlapping windows where the boxes would be zero-filled for more than
     8 rows past M; larger M:
@@ -402,7 +403,7 @@ def test_matmul_gpu_repack_configs(m, n, k, rp, gen):
 
 
 def test_default_tma_split_rule(monkeypatch):
-    """Which M > SWAP_MAX_M (48) products the default path sends through the TMA split-K kernel, with what split."""
+    """Which M > SWAP_MAX_M (55) products the default path sends through the TMA split-K kernel, with what split."""
     from kernels import matmul_splitk as sk
 
     monkeypatch.setattr(sk, "SPLITK_TMA_CONFIG", None)
@@ -417,7 +418,7 @@ def test_default_tma_split_rule(monkeypatch):
     # tiles leaving SMs idle, K >= NARROW_SPLIT_MIN_K: K split, programs within a wave, chunks of >=
     # NARROW_SPLIT_MIN_K_TILES K tiles
     assert sk.default_tma_split(64, 1024, 4096, 132) == 4  # 32 tiles x 4
-    assert sk.default_tma_split(49, 2048, 4096, 132) == 2  # 64 tiles x 2
+    assert sk.default_tma_split(56, 2048, 4096, 132) == 2  # 64 tiles x 2
     assert sk.default_tma_split(64, 3072, 4096, 132) == 1  # 96 tiles: no room for a second chunk
     assert sk.default_tma_split(64, 1024, 2048, 132) == 1  # K under NARROW_SPLIT_MIN_K
     assert sk.default_tma_split(64, 1024, 1024, 132) == 1
@@ -436,8 +437,8 @@ def test_default_tma_config_rule(monkeypatch):
     from kernels import matmul_splitk as sk
 
     narrow, (wide, mid) = sk.SPLITK_TMA_CONFIG, sk.WIDE_TMA_CONFIGS
-    assert (wide[1], mid[1], narrow[1], sk.SWAP_MAX_M) == (128, 64, 32, 48)
-    # M > 48: the tiles as they are
+    assert (wide[1], mid[1], narrow[1], sk.SWAP_MAX_M) == (128, 64, 32, 55)
+    # M > 55: the tiles as they are
     assert sk.default_tma_config(64, 4096, 4096, 132) == narrow  # 128 tiles of 32 columns; 64 of 64: half a wave
     assert sk.default_tma_config(64, 1024, 4096, 132) == (4, *narrow[1:])  # 32 of them: K in 4 chunks (64-column
     # tiles in chunks of >= 8 K tiles: 16 x 4 programs, fewer)
@@ -457,8 +458,9 @@ def test_default_tma_config_rule(monkeypatch):
     assert sk.default_tma_config(64, 14336, 4096, 114) == wide  # another SM count: 112 tiles, 0.98 of a wave
     assert sk.default_tma_config(64, 4352, 4096, 132) == mid  # 136 narrow tiles: past one wave; 68 mid (0.52)
     assert sk.default_tma_config(64, 4480, 4096, 114) == mid  # 140 narrow tiles (two waves); 70 mid ones (0.61)
-    assert sk.default_tma_config(49, 10240, 8192, 132) == wide  # 80 wide tiles (0.61): the last resort
-    # M <= 48: transposed (swap), A by pointer loads up to M = 8 (A's box rows: 16, 32 or 64)
+    assert sk.default_tma_config(56, 10240, 8192, 132) == wide  # 80 wide tiles (0.61): the last resort
+    assert sk.default_tma_config(56, 4096, 4096, 132) == narrow
+    # M <= 55: transposed (swap), A by pointer loads up to M = 8 (A's box rows: 16, 32 or 64)
     def swapped(cfg, split=1, a_ptr=False, stages=None):
         return (split, *cfg[1:4], stages or cfg[4], cfg[5], True, a_ptr)
 
@@ -472,6 +474,8 @@ def test_default_tma_config_rule(monkeypatch):
     assert sk.default_tma_config(16, 10240, 8192, 132) == swapped(wide)  # 80 wide tiles (0.61), 160 mid (0.61)
     assert sk.default_tma_config(16, 18688, 4096, 132) == swapped(mid)  # 146 wide tiles fill 0.55 of two waves
     assert sk.default_tma_config(48, 4096, 4096, 132) == swapped(mid)  # 64 tiles (0.48): unsplit
+    assert sk.default_tma_config(49, 4096, 4096, 132) == swapped(mid)  # A through its two windows (a_windows)
+    assert sk.default_tma_config(55, 4096, 4096, 132) == swapped(mid)
     assert sk.default_tma_config(8, 4096, 4096, 132) == swapped(mid, a_ptr=True)
     assert sk.default_tma_config(12, 4096, 4096, 132) == swapped(mid)
     assert sk.default_tma_config(16, 4096, 512, 132) == swapped(mid)  # short K: unsplit all the same
