@@ -98,9 +98,11 @@ def make_baseline(runs: list[ResultFile], *, gpu: str, force: bool = False, path
 
     def cards_of(name: str) -> tuple[str, ...]:
         """The cards behind this entry's run medians (kept per entry: a partial update merges entries of
-        other cards into the file, and the file's card list then says nothing about one entry)."""
-        return tuple(dict.fromkeys(str(r.fingerprint["card"]) for r in runs
-                                   if name in r.benchmarks and r.fingerprint.get("card")))
+        other cards into the file, and the file's card list then says nothing about one entry): each run's
+        record's own (a merged shard's card), else the run's card."""
+        runs_cards = (r.benchmarks[name].cards or ((str(r.fingerprint["card"]),) if r.fingerprint.get("card") else ())
+                      for r in runs if name in r.benchmarks)
+        return tuple(dict.fromkeys(c for cards in runs_cards for c in cards))
 
     records = [replace(rec, run_medians_ms=kept(rec.name) or rec.run_medians_ms, pooled_with=None,
                        first_pass_median_ms=None, cards=cards_of(rec.name),
@@ -111,7 +113,7 @@ def make_baseline(runs: list[ResultFile], *, gpu: str, force: bool = False, path
               "written": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "runs": len(runs),
               "sources": [str(r.path) for r in runs], "forced": bool(force)}
     # every card the runs came from (the entries' own lists decide the comparison: perfci.gate.Drift)
-    cards = list(dict.fromkeys(str(r.fingerprint.get("card")) for r in runs if r.fingerprint.get("card")))
+    cards = list(dict.fromkeys(c for rec in records for c in rec.cards))
     fingerprint = {**first.fingerprint, "cards": cards} if cards else dict(first.fingerprint)
     # a baseline stands for every benchmark it holds: no scope, nothing deselected
     return first.with_benchmarks(records, path=Path(path or first.path), header=header, scope=None,

@@ -192,16 +192,18 @@ class Drift:
     file_cards_per_entry: bool = True  # False for a merged file: its card list is the union of its updates'
     model_sigma: float = 0.0  # this model's cross-card term (fingerprint.cross_card_sigma)
 
-    def cross_card_sigma(self, base: BenchmarkRecord | None) -> float:
-        """The cross-card term for one baseline entry: none where its run medians came from this card or
-        from several cards (they carry the offsets), the model's where they came from another card or
-        from cards not recorded. The entry's own card list decides; an entry without one (written before
-        perfci recorded them) goes by the file's, except in a merged file, whose list is every update's."""
-        if not self.card:
+    def cross_card_sigma(self, base: BenchmarkRecord | None, new: BenchmarkRecord | None = None) -> float:
+        """The cross-card term for one baseline entry: none where its run medians came from the card that
+        measured ``new`` (its own card where a merged run recorded one, else this machine's) or from several
+        cards (they carry the offsets), the model's where they came from another card or from cards not
+        recorded. The entry's own card list decides; an entry without one (written before perfci recorded
+        them) goes by the file's, except in a merged file, whose list is every update's."""
+        card = new.cards[0] if new is not None and len(new.cards) == 1 else self.card
+        if not card:
             return 0.0
         cards = base.cards if base is not None and base.cards else (
             self.file_cards if self.file_cards_per_entry else ())
-        return 0.0 if self.card in cards or len(set(cards)) > 1 else self.model_sigma
+        return 0.0 if card in cards or len(set(cards)) > 1 else self.model_sigma
 
 
 def environment_drift(base: Mapping[str, object], new: Mapping[str, object], *, merged: bool = False) -> Drift:
@@ -239,7 +241,7 @@ def judge(new: BenchmarkRecord, base: BenchmarkRecord | None, *, compared: bool,
         if base is not None and base.profile is not None:
             findings.extend(check_against_baseline(profile or KernelProfile.missing("profiling was off"),
                                                    base.profile))
-        card_sigma = drift.cross_card_sigma(base) if new.device_time else 0.0
+        card_sigma = drift.cross_card_sigma(base, new) if new.device_time else 0.0
         comparison = compare_samples(new.name, _sample(base, new), _sample(new, base),
                                      CompareSettings(min_effect=new.threshold or DEFAULT_THRESHOLD,
                                                      cross_card_sigma=card_sigma))

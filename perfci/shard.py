@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from perfci.errors import BadInputError, InfrastructureError, UsageError
@@ -84,9 +85,14 @@ def merge_results(results: Sequence[ResultFile], path: Path) -> ResultFile:
     deselected = frozenset.intersection(*(frozenset(r.deselected) for r in results)) - measured
     errors = {k: v for r in results for k, v in r.errors.items()}
     shards = [str(r.path) for r in results]
-    return first.with_benchmarks((b for r in results for b in r.benchmarks.values()), path=Path(path),
-                                 scope=scope, deselected=deselected, errors=errors,
-                                 document={**first.document, "perfci_merged_from": shards})
+    # each benchmark keeps the card its shard ran on (shards may run on several cards of the model): a baseline
+    # made from the merged file, and the gate, go by it (perfci.gate.Drift)
+    records = [b if b.cards or not r.fingerprint.get("card") else replace(b, cards=(str(r.fingerprint["card"]),))
+               for r in results for b in r.benchmarks.values()]
+    cards = list(dict.fromkeys(c for b in records for c in b.cards))
+    fingerprint = {**first.fingerprint, "cards": cards} if len(cards) > 1 else dict(first.fingerprint)
+    return first.with_benchmarks(records, path=Path(path), scope=scope, deselected=deselected, errors=errors,
+                                 fingerprint=fingerprint, document={**first.document, "perfci_merged_from": shards})
 
 
 def load_shards(paths: Sequence[Path]) -> list[ResultFile]:

@@ -123,6 +123,31 @@ def test_errors_and_invalid_times_fail_the_run(tmp_path):
     assert again.outcomes[0].verdict is Verdict.INVALID and again.exit_code == 1
 
 
+def test_shards_on_several_cards_keep_each_benchmarks_card_into_the_baseline_and_the_gate(tmp_path):
+    """`perfci run --gpus` (or shards on several runners) then `perfci merge`: each benchmark keeps its shard's card,
+    so a baseline made from the merged runs, and a merged run judged against it, compare each entry card to card."""
+    from perfci.shard import merge_results
+
+    def merged(levels: tuple[float, float], seed: int) -> ResultFile:
+        shards = [_baseline_run({name: level}, seed + i, card, tmp_path)
+                  for i, (name, level, card) in enumerate((("t::a", levels[0], "GPU-aaa"),
+                                                           ("t::b", levels[1], "GPU-bbb")))]
+        return merge_results(shards, tmp_path / f"merged{seed}.json")
+
+    run = merged((1.0, 1.0), 1)
+    assert run.benchmarks["t::a"].cards == ("GPU-aaa",) and run.benchmarks["t::b"].cards == ("GPU-bbb",)
+    assert run.fingerprint["cards"] == ["GPU-aaa", "GPU-bbb"]
+    base = load_results(write_results(make_baseline([run, merged((1.0, 1.0), 3)], gpu="NVIDIA_H100_80GB_HBM3"),
+                                      tmp_path / "base.json"))
+    assert base.benchmarks["t::a"].cards == ("GPU-aaa",) and base.benchmarks["t::b"].cards == ("GPU-bbb",)
+    same_cards = {o.name: o for o in judge_files(merged((1.035, 1.035), 5), base).outcomes}
+    assert same_cards["t::a"].verdict is Verdict.SLOWER and same_cards["t::b"].verdict is Verdict.SLOWER
+    swapped = merge_results([_baseline_run({"t::a": 1.035}, 7, "GPU-bbb", tmp_path),
+                             _baseline_run({"t::b": 1.035}, 8, "GPU-aaa", tmp_path)], tmp_path / "swapped.json")
+    crossed = {o.name: o for o in judge_files(swapped, base).outcomes}
+    assert all(o.verdict is Verdict.SAME and "another card" in o.evidence() for o in crossed.values())
+
+
 def test_a_partial_baseline_update_merges_and_a_full_one_drops_removed_tests(tmp_path):
     full = parse_results(result_doc({"a::x": 1.0, "a::y": 2.0, "b::z": 3.0}, seed=1), tmp_path / "full.json")
     existing = make_baseline([full], gpu="gpu-x")
