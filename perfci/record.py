@@ -64,8 +64,9 @@ class BenchmarkRecord:
     run_medians_ms: tuple[float, ...] = ()  # per-run medians: several fresh-process runs (baseline, pooled run)
     pooled_with: str | None = None  # the first-pass result file this run was pooled with (perfci.confirm)
     first_pass_median_ms: float | None = None
-    # the cards (GPU UUIDs) its run medians came from (baseline entries): from one card they carry no
-    # card-to-card offset; () where not recorded (entries written before perfci recorded them per entry)
+    # the cards (GPU UUIDs) it was measured on: a baseline entry's run medians (from one card they carry no
+    # card-to-card offset), a merged shard run's benchmark (its shard's card); () where not recorded (a plain
+    # run: the file's card; entries written before perfci recorded them per entry)
     cards: tuple[str, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict, compare=False)  # clocks, stop reason, ...
     entry: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)  # pytest-benchmark's
