@@ -247,8 +247,8 @@ def _repack_into(b: torch.Tensor, view: torch.Tensor, config: tuple | None) -> N
     rows, cols = b.shape
     br, bc, warps, evict = config or REPACK_CONFIG
     _repack_kernel[(cdiv(rows, br), cdiv(cols, bc))](b, view, rows, cols // 8, b.stride(0) // 8,
-                                                                  view.stride(0) // 8, BLOCK_R=br, BLOCK_C=bc,
-                                                                  EVICT=evict, num_warps=warps)
+                                                     view.stride(0) // 8, BLOCK_R=br, BLOCK_C=bc,
+                                                     EVICT=evict, num_warps=warps)
 
 
 def _pitched_empty(b: torch.Tensor) -> torch.Tensor:

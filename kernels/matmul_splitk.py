@@ -357,8 +357,8 @@ def a_windows(m: int, split: int = 1) -> bool:
     """Whether the transposed TMA tiles read A through two windows (``A_WINDOWS``; A through its TMA box, above
     A_PTR_MAX_M): where the boxes would be zero-filled for more than A_WINDOWS_MIN_ZERO_ROWS rows past M (unsplit,
     17 <= M <= 23, 33 <= M <= 39 and 41 <= M <= 55; split, 17 <= M <= 23 and 33 <= M <= 55; the transposed tiles
-    run up to M = SWAP_MAX_M).  Never where M is at
-    most half the box (the second window's outer stride M - box / 2 would not be positive)."""
+    run up to M = SWAP_MAX_M).  Never where M is at most half the box (the second window's outer stride M - box / 2
+    would not be positive)."""
     return (A_WINDOWS and m > A_PTR_MAX_M and 2 * m > box_rows(m)
             and box_rows_zero_filled(m, split) > A_WINDOWS_MIN_ZERO_ROWS)
 

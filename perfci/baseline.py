@@ -100,9 +100,7 @@ def make_baseline(runs: list[ResultFile], *, gpu: str, force: bool = False, path
         """The cards behind this entry's run medians (kept per entry: a partial update merges entries of
         other cards into the file, and the file's card list then says nothing about one entry): each run's
         record's own (a merged shard's card), else the run's card."""
-        runs_cards = (r.benchmarks[name].cards or ((str(r.fingerprint["card"]),) if r.fingerprint.get("card") else ())
-                      for r in runs if name in r.benchmarks)
-        return tuple(dict.fromkeys(c for cards in runs_cards for c in cards))
+        return tuple(dict.fromkeys(c for r in runs if name in r.benchmarks for c in r.cards_of(name)))
 
     records = [replace(rec, run_medians_ms=kept(rec.name) or rec.run_medians_ms, pooled_with=None,
                        first_pass_median_ms=None, cards=cards_of(rec.name),

@@ -102,6 +102,12 @@ class ResultFile:
         """Whether this run set out to run benchmark ``name`` (in its paths and not deselected)."""
         return in_scope(name, self.scope, self.deselected)
 
+    def cards_of(self, name: str) -> tuple[str, ...]:
+        """The cards benchmark ``name`` was measured on: its record's own (a baseline entry, a merged shard run's
+        benchmark), else this file's card; () where neither is recorded."""
+        card = self.fingerprint.get("card")
+        return self.benchmarks[name].cards or ((str(card),) if card else ())
+
     @classmethod
     def empty(cls, path: Path, gpu: str | None) -> ResultFile:
         """No benchmarks: every benchmark compared with it is NEW."""

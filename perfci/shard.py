@@ -87,8 +87,7 @@ def merge_results(results: Sequence[ResultFile], path: Path) -> ResultFile:
     shards = [str(r.path) for r in results]
     # each benchmark keeps the card its shard ran on (shards may run on several cards of the model): a baseline
     # made from the merged file, and the gate, go by it (perfci.gate.Drift)
-    records = [b if b.cards or not r.fingerprint.get("card") else replace(b, cards=(str(r.fingerprint["card"]),))
-               for r in results for b in r.benchmarks.values()]
+    records = [replace(b, cards=r.cards_of(name)) for r in results for name, b in r.benchmarks.items()]
     cards = list(dict.fromkeys(c for b in records for c in b.cards))
     fingerprint = {**first.fingerprint, "cards": cards} if len(cards) > 1 else dict(first.fingerprint)
     return first.with_benchmarks(records, path=Path(path), scope=scope, deselected=deselected, errors=errors,

@@ -18,6 +18,7 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 ||
 if [ -n "${OLD_TREE:-}" ]; then rm -rf kernels tests/perf && cp -r "$OLD_TREE/kernels" kernels && cp -r "$OLD_TREE/tests/perf" tests/perf; fi
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 NCU_K="test_flash_forward and L4096-d128-full-ours or test_copy_256mb"
+baseline_file() { perfci env --json | python3 -c "import json,sys; print(json.load(sys.stdin)['baseline_file'])"; }
 mkdir -p /tmp/r
 for step in "$@"; do
   start=$(date +%s)
@@ -34,8 +35,7 @@ for step in "$@"; do
     rebase)
       perfci baseline update -k "${REBASE_K:?REBASE_K names the entries to re-make}" --results-dir /tmp/r/results_rebase \
         > "$out/rebase.log" 2>&1; echo "rebase exit $?"
-      perfci env --json | python3 -c "import json,sys; print(json.load(sys.stdin)['baseline_file'])" \
-        | xargs -I{} cp {} "$out/rebased_baseline.json" ;;
+      cp "$(baseline_file)" "$out/rebased_baseline.json" ;;
     against)
       git init -q . 2>/dev/null; git -c user.email=d@d -c user.name=d add -A >/dev/null; git -c user.email=d@d -c user.name=d commit -qm tree >/dev/null
       perfci run --against HEAD --report-dir "$out/against" --results-dir "$out/results_against" > "$out/against.log" 2>&1; echo "against exit $?" ;;
@@ -65,7 +65,7 @@ for step in "$@"; do
       perfci run --shard 1/2 --report-dir /tmp/r/shard1 --results-dir /tmp/r/shard1_results > /tmp/r/shard1.log 2>&1; echo "shard1 exit $?"
       perfci run --shard 2/2 --report-dir /tmp/r/shard2 --results-dir /tmp/r/shard2_results > /tmp/r/shard2.log 2>&1; echo "shard2 exit $?"
       perfci merge /tmp/r/shard1_results/*_run.json /tmp/r/shard2_results/*_run.json -o /tmp/r/merged.json > /tmp/r/merge.log 2>&1
-      echo "merge exit $?"; base=$(perfci env --json | python3 -c "import json,sys; print(json.load(sys.stdin)['baseline_file'])")
+      echo "merge exit $?"; base=$(baseline_file)
       perfci compare "$base" /tmp/r/merged.json > /tmp/r/merged_compare.log 2>&1; echo "merged compare exit $?" ;;
     aoti) python3 scripts/aoti_probe.py /tmp/r/aoti > "$out/aoti_probe.log" 2>&1; echo "aoti probe exit $?" ;;
     ncu2)  # ncu on the flash forward and a copy *kernel* (the suite's contiguous copy_ is a cudaMemcpy: no kernel)
@@ -80,7 +80,7 @@ for step in "$@"; do
         $sel > /tmp/r/sub_shard$i.log 2>&1; echo "sub shard$i exit $?"; done
       perfci merge /tmp/r/sub_shard1_results/*_run.json /tmp/r/sub_shard2_results/*_run.json -o /tmp/r/sub_merged.json \
         > /tmp/r/sub_merge.log 2>&1; echo "sub merge exit $?"
-      base=$(perfci env --json | python3 -c "import json,sys; print(json.load(sys.stdin)['baseline_file'])")
+      base=$(baseline_file)
       perfci compare "$base" /tmp/r/sub_merged.json > /tmp/r/sub_merged_compare.log 2>&1; echo "sub merged compare exit $?"
       perfci run --report-dir /tmp/r/sub_whole --results-dir /tmp/r/sub_whole_results $sel > /tmp/r/sub_whole.log 2>&1
       echo "sub whole exit $?" ;;
