@@ -211,7 +211,7 @@ def measure_trees(ref: Tree, current: Tree, pytest_args: Sequence[str], names: S
                   log: Callable[..., None] = print) -> ABResult:
     """Interleaved fresh-process runs of both trees (``names``, or every benchmark when None)."""
     from perfci.pipeline import PassFailed, measure
-    from perfci.runner import confirmation_args, results_path
+    from perfci.runner import confirmation_args, results_path, selecting
 
     files: list[Path] = []
     last: dict[str, dict[str, BenchmarkRecord]] = {ref.label: {}, current.label: {}}
@@ -219,9 +219,9 @@ def measure_trees(ref: Tree, current: Tree, pytest_args: Sequence[str], names: S
 
     def run_tree(tree: Tree, wanted: Sequence[str] | None, index: int) -> dict[str, BenchmarkRecord]:
         tag = "ab-ref" if tree is ref else "ab-current"
-        extra = [f"--perfci-select={n}" for n in wanted] if wanted is not None else []
+        args = base_args if wanted is None else selecting(base_args, wanted)  # a shard's pass: its flagged only
         try:
-            result, _ = measure(base_args, results_path(results_dir, f"{tag}{index}"), extra=extra,
+            result, _ = measure(args, results_path(results_dir, f"{tag}{index}"),
                                 cwd=tree.root if tree.sha is not None else None)
         except PassFailed as exc:
             log(f"perfci ab: {tree.label}: {exc}")

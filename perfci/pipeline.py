@@ -35,6 +35,7 @@ from perfci.runner import (
     pytest_exit_to_perfci,
     results_path,
     run_suite,
+    selecting,
     sibling_results_path,
 )
 
@@ -173,7 +174,7 @@ def _shard_args(options: RunOptions, baseline: ResultFile | None,
             (), deselected=frozenset(names), header={})
         write_results(empty)
         return options, empty
-    args = (*options.pytest_args, *(f"--perfci-select={n}" for n in mine))
+    args = tuple(selecting(options.pytest_args, mine))
     return replace(options, pytest_args=args), None
 
 
@@ -231,7 +232,7 @@ def _nsight_pass(options: RunOptions, fp: Fingerprint, new: ResultFile,
     assert options.profile is not None
     out = Path(options.report_dir or options.results_dir) / options.profile
     names = sorted(new.benchmarks)
-    done = registry()[options.profile].run([*options.pytest_args, *(f"--perfci-select={n}" for n in names)], out)
+    done = registry()[options.profile].run(selecting(options.pytest_args, names), out)
     if options.profile != "ncu" or done.summary is None:
         return verdict, None
     summary = read_json(done.summary, "ncu summary")  # the roofline of the report
@@ -289,8 +290,8 @@ def _confirm(args: list[str], first: ResultFile, first_verdict: RunVerdict, name
         log(f"  {name}", flush=True)
     second, why_not, interrupted = None, "", False
     try:
-        second, code = measure(confirmation_args(args), second_path, baselines=baselines,
-                               extra=[f"--perfci-pool-with={first_path}", *(f"--perfci-select={n}" for n in names)])
+        second, code = measure(selecting(confirmation_args(args), names), second_path, baselines=baselines,
+                               extra=[f"--perfci-pool-with={first_path}"])
         interrupted = code in (PYTEST_INTERRUPTED, PYTEST_INTERNAL)
         why_not = f"pytest exit {code}"
     except PassFailed as exc:

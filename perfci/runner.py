@@ -6,6 +6,7 @@ import datetime as dt
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,6 +83,7 @@ def with_default_suite(pytest_args: list[str], *, require_dir: bool = True, cwd:
 
 
 # pytest options that would stop the confirmation pass early or deselect what it must re-measure
+SELECT_OPTION = "--perfci-select"  # the plugin's option naming the benchmarks a pass measures (repeated)
 _NOT_FOR_CONFIRMATION = {"-x", "--exitfirst", "--lf", "--last-failed", "--ff", "--failed-first", "--nf",
                          "--new-first", "--sw", "--stepwise", "--sw-skip", "--stepwise-skip"}
 
@@ -101,6 +103,20 @@ def confirmation_args(pytest_args: list[str]) -> list[str]:
             continue
         out.append(arg)
     return out
+
+
+def selecting(pytest_args: Sequence[str], names: Sequence[str]) -> list[str]:
+    """``pytest_args`` measuring exactly ``names``: any ``--perfci-select`` already in them (a shard's whole
+    selection) replaced by one per name, so a pass over a shard's flagged benchmarks re-measures those only."""
+    out, skip = [], False
+    for arg in pytest_args:
+        if skip:
+            skip = False
+        elif arg == SELECT_OPTION:
+            skip = True
+        elif not arg.startswith(f"{SELECT_OPTION}="):
+            out.append(arg)
+    return [*out, *(f"{SELECT_OPTION}={name}" for name in names)]
 
 
 def pytest_command(pytest_args: list[str], *, extra: list[str] | tuple[str, ...] = (),

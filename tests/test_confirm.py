@@ -186,7 +186,7 @@ def test_the_merged_entry_keeps_the_first_passs_kernel_profile_and_structural_fa
 # that writes the device-timer result files a GPU run would (on CPU, timings are never gated)
 
 
-def _drive(tmp_path, monkeypatch, second: str):
+def _drive(tmp_path, monkeypatch, second: str, cli: tuple[str, ...] = ()):
     from perfci import pipeline
     from perfci.cli import main
     from perfci.errors import InfrastructureError
@@ -207,7 +207,7 @@ def _drive(tmp_path, monkeypatch, second: str):
     first_doc["machine_info"]["perfci"] = machine
 
     def fake_run_suite(args, *, out, baselines, extra=None, cwd=None):
-        calls.append(list(extra or []))
+        calls.append([*args, *(extra or [])])
         out.parent.mkdir(parents=True, exist_ok=True)
         if "--perfci-provisional" in (extra or []):
             out.write_text(json.dumps(first_doc))
@@ -225,7 +225,7 @@ def _drive(tmp_path, monkeypatch, second: str):
         return SuiteRun(out, 1)
 
     monkeypatch.setattr(pipeline, "run_suite", fake_run_suite)
-    code = main(["run", "--report-dir", "rep"])
+    code = main(["run", "--report-dir", "rep", *cli])
     results = tmp_path / ".perfci" / "results"
     return code, calls, results, tmp_path
 
@@ -249,6 +249,28 @@ def test_perfci_run_keeps_every_file_and_writes_the_report_once_whatever_the_sec
     out = capsys.readouterr()
     assert note in out.out
     assert "t::slowed regressed" in out.out
+
+
+def test_a_shards_confirmation_pass_re_measures_what_it_flagged_not_the_whole_shard(tmp_path, monkeypatch):
+    """`perfci run --shard` (each `--gpus` worker) selects its shard with --perfci-select; the confirmation pass
+    re-measures the flagged benchmark only (on an H200 pair it had re-run all 50 of a shard: 188 s for 7)."""
+    (tmp_path / "tests" / "perf").mkdir(parents=True)
+    (tmp_path / "tests" / "perf" / "test_suite.py").write_text("def test_a(perf):\n    pass\n\n\n"
+                                                             "def test_b(perf):\n    pass\n")
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    code, calls, _, _ = _drive(tmp_path, monkeypatch, "pooled", cli=("--shard", "1/1"))
+    assert code == 1 and len(calls) == 2
+    shard = {f"--perfci-select=tests/perf/test_suite.py::test_{x}" for x in "ab"}
+    assert shard <= set(calls[0])  # the first pass measures the shard (collected by pytest for real)
+    assert [a for a in calls[1] if a.startswith("--perfci-select")] == ["--perfci-select=t::slowed"]
+
+
+def test_selecting_replaces_a_passs_selection_and_keeps_the_rest():
+    from perfci.runner import selecting
+
+    args = ["tests/perf", "--perfci-select=t::a", "-k", "gemm", "--perfci-select", "t::b", "-q"]
+    assert selecting(args, ["t::b"]) == ["tests/perf", "-k", "gemm", "-q", "--perfci-select=t::b"]
+    assert selecting(["-q"], []) == ["-q"]
 
 
 def test_confirmation_args_drop_what_would_stop_or_deselect_the_second_pass():
