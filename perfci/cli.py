@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="A/B pairs at most per benchmark (default 5)")
     run.add_argument("--shard", metavar="I/N", default=None,
                      help="measure shard I of N only (a stable split of the suite's benchmarks, balanced by the "
-                     "baseline's measuring times); combine the shards with `perfci merge`")
+                     "baseline's test times); combine the shards with `perfci merge`")
     run.add_argument("--profile", choices=("nsys", "ncu"), default=None,
                      help="after the run, profile its benchmarks under Nsight Systems or Compute into the report "
                      "folder; with ncu, kernels that left the compute roof or lost tensor-pipe use against the "

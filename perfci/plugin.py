@@ -90,6 +90,7 @@ class _State:
         self._settings: PerfSettings | None = None
         self.overridden: list[str] = []  # tests whose `perf` is the project's own fixture
         self.pytest_session: pytest.Session | None = None
+        self.test_wall_s: dict[str, float] = {}  # perf tests' setup + call + teardown seconds, by node id
 
     def settings(self) -> PerfSettings:
         if self._settings is None:
@@ -210,13 +211,16 @@ def pytest_benchmark_update_json(config: pytest.Config, benchmarks: Any, output_
     session = _active(config)
     if session is None:
         return
-    from perfci.record import DESELECTED_KEY, ERRORS_KEY, SCOPE_KEY
+    from perfci.record import DESELECTED_KEY, ERRORS_KEY, SCOPE_KEY, stamp_test_wall_s
 
     # what this session set out to run (its paths) and deselected (-k, -m, --perfci-select): a baseline
     # benchmark outside the one or inside the other was not run on purpose, so it is not MISSING
     scope = _scope(config)
     output_json[SCOPE_KEY] = list(scope) if scope is not None else None
     output_json[DESELECTED_KEY] = sorted(config.stash.get(_DESELECTED, set()))
+    state = config.stash.get(_STATE, None)
+    if state is not None:
+        stamp_test_wall_s(output_json, state.test_wall_s)
     if session.errors:
         output_json[ERRORS_KEY] = dict(session.errors)
 
@@ -291,18 +295,19 @@ def _one_line(exc: BaseException) -> str:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     outcome = yield
     report = outcome.get_result()
+    state = item.config.stash.get(_STATE, None)
+    if state is not None and _CLOCK in item.stash:  # a perf test: its phases' seconds (what a shard of it costs)
+        state.test_wall_s[item.nodeid] = state.test_wall_s.get(item.nodeid, 0.0) + report.duration
     excinfo = call.excinfo
     if excinfo is None:
         return
     if isinstance(excinfo.value, PerfCIError):
         report.longrepr = str(excinfo.value)
     # a perf benchmark that raised (not a perfci regression, not a skip/xfail) is broken: ERROR
-    if (call.when in ("setup", "call") and report.failed and _CLOCK in item.stash
+    if (state is not None and call.when in ("setup", "call") and report.failed and _CLOCK in item.stash
             and not isinstance(excinfo.value, RegressionError)):
-        state = item.config.stash.get(_STATE, None)
-        if state is not None:
-            message = excinfo.value.message if isinstance(excinfo.value, PerfCIError) else _one_line(excinfo.value)
-            state.perf_session().record_error(item.nodeid, message)
+        message = excinfo.value.message if isinstance(excinfo.value, PerfCIError) else _one_line(excinfo.value)
+        state.perf_session().record_error(item.nodeid, message)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

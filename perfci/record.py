@@ -37,6 +37,9 @@ _RENAMED = {"gated_samples_ms": "compared_samples_ms", "gated_median_ms": "compa
 HEADER_KEY, SCOPE_KEY, DESELECTED_KEY, CONFIRMATION_KEY = "perfci", "perfci_scope", "perfci_deselected", \
     "perfci_confirmation"
 ERRORS_KEY = "perfci_errors"  # {node id: one-line error} of perf benchmarks that raised (no timing entry)
+# a record's whole test in its pass (setup + call + teardown: imports, compiles and model loads with the measuring), in
+# seconds: what a shard of the suite costs (perfci.shard.cost_s); kept in ``details``
+TEST_WALL_KEY = "test_wall_s"
 # the keys of a record that BenchmarkRecord models; every other key of the record is kept in ``details``
 _MODELLED = ("schema_version", "timer", "device_time", "median_ms", "compared_samples_ms", "compared_median_ms",
              "normalization", "noise_reasons", "noisy", "threshold", "forbid", "expect", "known_bad", "flops",
@@ -322,6 +325,17 @@ def to_document(result: ResultFile) -> dict[str, Any]:
     if result.errors:
         doc[ERRORS_KEY] = dict(result.errors)
     return doc
+
+
+def stamp_test_wall_s(output_json: Mapping[str, Any], seconds: Mapping[str, float]) -> None:
+    """Each perfci entry of pytest-benchmark's ``output_json`` (its ``benchmarks``) with its test's wall seconds
+    (``TEST_WALL_KEY``), where ``seconds`` (node id -> setup + call + teardown) has them."""
+    for bench in output_json.get("benchmarks") or ():
+        extra = bench.get("extra_info") if isinstance(bench, dict) else None
+        info = extra.get("perfci") if isinstance(extra, dict) else None
+        spent = seconds.get(str(bench.get("fullname"))) if isinstance(info, dict) else None
+        if spent is not None:
+            info[TEST_WALL_KEY] = round(float(spent), 3)
 
 
 def write_errors(path: Path, errors: Mapping[str, str]) -> None:

@@ -52,6 +52,32 @@ def test_perf_fixture_feeds_pytest_benchmark_and_records_perfci_data(pytester):
     assert results(pytester.path / "out.json")["machine_info"]["perfci"]["slug"].startswith("cpu-")
 
 
+def test_each_benchmark_records_its_whole_tests_seconds_for_shard_balancing(pytester):
+    """A benchmark whose fixture takes 0.4 s (a model load, a compile) records it in ``test_wall_s`` beside its far
+    shorter measuring; a test without ``perf`` is not in the file."""
+    pytester.makepyfile(test_ops="""
+        import time
+
+        import pytest
+        import torch
+
+        @pytest.fixture
+        def loaded():
+            time.sleep(0.4)
+            return torch.randn(256)
+
+        def test_loaded(perf, loaded):
+            perf(torch.mul, loaded, loaded)
+
+        def test_plain():
+            time.sleep(0.1)
+    """)
+    run(pytester, "--benchmark-json=out.json").assert_outcomes(passed=2)
+    (bench,) = results(pytester.path / "out.json")["benchmarks"]
+    info = bench["extra_info"]["perfci"]
+    assert info["test_wall_s"] >= 0.4 > info["warmup_s"] + info["sampling_s"]
+
+
 def test_autosave_storage_is_pytest_benchmarks_own_and_compare_reads_it(pytester):
     pytester.makepyfile(test_ops=MUL_TEST)
     run(pytester, "--benchmark-autosave").assert_outcomes(passed=1)

@@ -246,7 +246,7 @@ def test_results_are_written_whole(tmp_path):
     assert load_results(tmp_path / "r.json").errors == {"t::a": "boom"}
 
 
-def test_split_is_stable_and_balanced_by_the_baselines_measuring_times(tmp_path):
+def test_split_is_stable_and_balanced_by_the_baselines_test_times(tmp_path):
     from perfci.shard import parse_shard, split
 
     names = [f"t::b{i}" for i in range(7)]
@@ -259,6 +259,11 @@ def test_split_is_stable_and_balanced_by_the_baselines_measuring_times(tmp_path)
     assert shards == split(names, 2, base)  # order of collection does not matter
     assert shards[0] == ["t::b0"] and len(shards[1]) == 6  # 6 s against 6 x 1 s
     assert sorted(n for s in split(names, 3) for n in s) == sorted(names)
+    # a test's whole seconds (its fixtures, compiles and profiling) where the baseline records them: b3 took 8 s
+    for entry in doc["benchmarks"]:
+        entry["extra_info"]["perfci"]["test_wall_s"] = 8.0 if entry["fullname"] == "t::b3" else 1.5
+    walled = split(names, 2, parse_results(doc, tmp_path / "w.json"))
+    assert walled[0] == ["t::b3"] and len(walled[1]) == 6  # 8 s against 6 x 1.5 s
     assert parse_shard("2/3") == (2, 3)
     with pytest.raises(Exception, match="i/n"):
         parse_shard("4/3")
