@@ -206,19 +206,25 @@ class Drift:
         return 0.0 if card in cards or len(set(cards)) > 1 else self.model_sigma
 
 
+def _cards(machine: Mapping[str, object]) -> tuple[str, ...]:
+    """The cards a ``machine_info['perfci']`` record names: its list (a merged file's), else its one card."""
+    listed = machine.get("cards") or [machine.get("card")]
+    return tuple(str(c) for c in listed if c) if isinstance(listed, (list, tuple)) else ()
+
+
 def environment_drift(base: Mapping[str, object], new: Mapping[str, object], *, merged: bool = False) -> Drift:
     """The drift of ``new``'s machine from the baseline's (both ``machine_info['perfci']`` records);
     ``merged``: the baseline file was merged from partial updates (its header's ``kept_from``)."""
     lines = [f"{k} {base.get(k)} -> {new.get(k)}" for k in DRIFT_FIELDS
              if base.get(k) is not None and new.get(k) is not None and base.get(k) != new.get(k)]
     card = str(new.get("card") or "") or None
-    listed = base.get("cards") or [base.get("card")]
-    cards = tuple(str(c) for c in listed if c) if isinstance(listed, (list, tuple)) else ()
-    if card and card not in cards:
+    cards, new_cards = _cards(base), _cards(new)  # new_cards: each card of a merged run (perfci run --gpus)
+    others = ", ".join(c for c in new_cards if c not in cards)
+    if others:
         if not cards or len(cards) == 1:
-            lines.append(f"card {cards[0] if cards else '(not recorded)'} -> {card}: baseline from another card")
+            lines.append(f"card {cards[0] if cards else '(not recorded)'} -> {others}: baseline from another card")
         elif merged:
-            lines.append(f"cards {cards[0]} and {len(cards) - 1} more -> {card}: baseline entries from other cards")
+            lines.append(f"cards {cards[0]} and {len(cards) - 1} more -> {others}: baseline entries from other cards")
     return Drift(tuple(lines), card=card, file_cards=cards, file_cards_per_entry=not merged,
                  model_sigma=cross_card_sigma(str(new.get("slug") or "")) if card else 0.0)
 
@@ -242,9 +248,9 @@ def judge(new: BenchmarkRecord, base: BenchmarkRecord | None, *, compared: bool,
             findings.extend(check_against_baseline(profile or KernelProfile.missing("profiling was off"),
                                                    base.profile))
         card_sigma = drift.cross_card_sigma(base, new) if new.device_time else 0.0
-        comparison = compare_samples(new.name, _sample(base, new), _sample(new, base),
-                                     CompareSettings(min_effect=new.threshold or DEFAULT_THRESHOLD,
-                                                     cross_card_sigma=card_sigma))
+        settings = CompareSettings(min_effect=new.threshold or DEFAULT_THRESHOLD, cross_card_sigma=card_sigma)
+        comparison = _either_clock_model(new.name, base, new, settings,
+                                         compare_samples(new.name, _sample(base, new), _sample(new, base), settings))
         if base is not None and base.compared_samples_ms and comparison.verdict is not Verdict.INVALID and (
                 not all(math.isfinite(v) and v > 0 for v in base.compared_samples_ms)):
             comparison = replace(comparison, verdict=Verdict.INVALID,
@@ -278,6 +284,41 @@ def _sample(side: BenchmarkRecord | None, other: BenchmarkRecord | None) -> Samp
         reasons.append(f"normalisation differs ({other.normalization} vs {side.normalization})")
     return Sample(samples_ms=side.compared_samples_ms, noisy=bool(reasons), noise_reasons=tuple(reasons),
                   run_medians_ms=side.run_medians_ms)
+
+
+def _as_measured(side: BenchmarkRecord, other: BenchmarkRecord) -> Sample:
+    """``side``'s sample as measured: a record compared at the reference SM clock scaled back by its median's
+    factor (``median_ms / compared_median_ms``: reference / its clock), its run medians alike."""
+    factor = side.median_ms / side.compared_median_ms if side.normalization == "sm_clock" and (
+        side.compared_median_ms and side.median_ms > 0) else 1.0
+    plain = _sample(side, other)
+    assert plain is not None
+    return replace(plain, samples_ms=tuple(v * factor for v in plain.samples_ms),
+                   run_medians_ms=tuple(v * factor for v in plain.run_medians_ms))
+
+
+def _either_clock_model(name: str, base: BenchmarkRecord | None, new: BenchmarkRecord,
+                        settings: CompareSettings, comparison: Comparison) -> Comparison:
+    """Where one side was compared at the reference SM clock and the other as measured, the change must hold
+    as measured too: a kernel whose time does not follow the clock (cuDNN attention at L512 on an H200: 112 us
+    at 1678 MHz, 111 us at 1980) otherwise reads +18 % SLOWER against a baseline made at a capped clock. SLOWER
+    or FASTER that the as-measured times do not repeat is NOISY, with both readings."""
+    if base is None or base.normalization == new.normalization or comparison.verdict not in (
+            Verdict.SLOWER, Verdict.FASTER):
+        return comparison
+    measured = compare_samples(name, _as_measured(base, new), _as_measured(new, base), settings)
+    if measured.verdict is comparison.verdict:
+        return comparison
+    return replace(comparison, verdict=Verdict.NOISY, reasons=(
+        f"the baseline was compared {_how(base)} and this run {_how(new)}: "
+        f"{comparison.verdict.value} {comparison.change_pct:+.2f}% that way, {measured.verdict.value} "
+        f"{measured.change_pct or 0.0:+.2f}% with both as measured; which holds depends on how the clock sets "
+        "its speed (re-make the entry at the card's max clock, or mark it normalize='none' or 'sm_clock')",
+        *comparison.reasons))
+
+
+def _how(record: BenchmarkRecord) -> str:
+    return "at the reference SM clock" if record.normalization == "sm_clock" else "as measured"
 
 
 def judge_files(new: ResultFile, base: ResultFile | None) -> RunVerdict:

@@ -55,6 +55,38 @@ def test_a_card_change_is_drift_with_the_models_cross_card_term_unless_the_basel
     # a merged file's card list is every update's: it says nothing about one entry, so the term applies
     merged = environment_drift({**base, "cards": ["GPU-aaa", "GPU-ccc"]}, {**base, "card": "GPU-bbb"}, merged=True)
     assert merged.cross_card_sigma(None) > 0 and any("other cards" in line for line in merged.lines)
+    # a run merged from two cards (perfci run --gpus) names both where neither measured the baseline
+    pair = environment_drift(base, {**base, "card": "GPU-bbb", "cards": ["GPU-bbb", "GPU-ddd"]})
+    assert any("-> GPU-bbb, GPU-ddd" in line for line in pair.lines)
+    half = environment_drift(base, {**base, "card": "GPU-aaa", "cards": ["GPU-aaa", "GPU-ddd"]})
+    assert any("GPU-aaa -> GPU-ddd" in line for line in half.lines)
+
+
+def _clocked(level: float, seed: int, *, clock_mhz: float | None) -> object:
+    """A record of one benchmark whose times sit at ``level`` ms as measured; with ``clock_mhz`` it ran there and
+    is compared at 1980 MHz (normalization 'sm_clock': compared = measured x clock / 1980)."""
+    doc = result_doc({"t::a": level}, seed=seed)
+    info = doc["benchmarks"][0]["extra_info"]["perfci"]
+    if clock_mhz is not None:
+        info["compared_samples_ms"] = [v * clock_mhz / 1980 for v in info["compared_samples_ms"]]
+        info["compared_median_ms"], info["normalization"] = info["median_ms"] * clock_mhz / 1980, "sm_clock"
+    return parse_results(doc, Path(f"c{seed}.json")).benchmarks["t::a"]
+
+
+def test_a_change_only_one_clock_model_shows_is_noisy_not_slower():
+    """The H200 baseline's cuDNN L512 d128 causal entry ran at 1634-1694 MHz and was compared at 1980 (112 us ->
+    94.7); a fresh card at 1980 MHz measured 111 us, compared as measured: +17.7 % SLOWER, confirmed, on a clean
+    build.  Both as measured it is level, so the gate cannot tell: NOISY.  A slowdown both readings show fails."""
+    from perfci.gate import judge
+
+    base = _clocked(0.112, 1, clock_mhz=1678)
+    level = judge(_clocked(0.111, 2, clock_mhz=None), base, compared=True)
+    assert level.comparison.verdict is Verdict.NOISY and not level.failed
+    assert "SLOWER +16.9" in level.comparison.reasons[0] and "NOISY -0.9" in level.comparison.reasons[0]
+    slower = judge(_clocked(0.140, 3, clock_mhz=None), base, compared=True)  # +25 % as measured, +48 % compared
+    assert slower.comparison.verdict is Verdict.SLOWER and slower.failed
+    same_model = judge(_clocked(0.135, 4, clock_mhz=1678), base, compared=True)  # one model on both sides
+    assert same_model.comparison.verdict is Verdict.SLOWER
 
 
 def _on_card(doc: dict, card: str) -> dict:
