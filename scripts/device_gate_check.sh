@@ -2,9 +2,11 @@
 # The gate on a lent GPU, as a new user meets it (issue 11 targets). Run on the device machine from the
 # repository root, with the wheels of .whl (nvtx, plotly) carried. Usage:
 #   scripts/device_gate_check.sh OUT_DIR STEP...
-#   steps: env gputests run1 run2 run3 lib rebase against bdplanted ncu i15 aoti nsight ncu2 shard shardsub pack
+#   steps: env gputests run1 run2 run3 lib rebase gpus single against bdplanted ncu i15 aoti nsight ncu2 shard shardsub pack
 # LIB_K: lib's selection (the library benchmarks: their code is torch's, the same on every tree); REBASE_K: the
 # entries rebase re-makes on this card (perfci baseline update -k, 5 fresh runs; the file comes back in OUT)
+# gpus: perfci run --gpus all (issue 17); single: one plain perfci run per visible GPU, all at once, each pinned
+# with CUDA_VISIBLE_DEVICES (the per-card runs gpus is checked against)
 # GPU_SELECT: the paths/node ids of i15's gpu tests (default: tests)
 # Steps that write many files put them under /tmp/r; `pack` tars /tmp/r into OUT/r.tgz (a device call
 # returns at most 8 files).
@@ -36,6 +38,24 @@ for step in "$@"; do
       perfci baseline update -k "${REBASE_K:?REBASE_K names the entries to re-make}" --results-dir /tmp/r/results_rebase \
         > "$out/rebase.log" 2>&1; echo "rebase exit $?"
       cp "$(baseline_file)" "$out/rebased_baseline.json" ;;
+    gpus)  # issue 17: a worker per GPU, merged and judged per model; the merged file and the verdict come back
+      perfci run --gpus all --report-dir /tmp/r/gpus --results-dir /tmp/r/results_gpus > "$out/gpus.log" 2>&1
+      echo "gpus exit $?"; cp /tmp/r/gpus/verdict.json "$out/gpus_verdict.json" 2>/dev/null
+      cp /tmp/r/results_gpus/*merged*.json "$out/" 2>/dev/null
+      tar -czf "$out/gpus_workers.tgz" -C /tmp/r results_gpus ;;
+    single)  # one plain run per GPU, in parallel: each card against its model's baseline, on its own
+      pids=()
+      for d in $(nvidia-smi --query-gpu=index --format=csv,noheader); do
+        CUDA_VISIBLE_DEVICES=$d perfci run --report-dir "/tmp/r/single$d" --results-dir "/tmp/r/results_single$d" \
+          > "$out/single$d.log" 2>&1 &
+        pids+=($!)
+      done
+      for i in "${!pids[@]}"; do wait "${pids[$i]}"; echo "single$i exit $?"; done
+      for d in $(nvidia-smi --query-gpu=index --format=csv,noheader); do
+        cp "/tmp/r/single$d/verdict.json" "$out/single${d}_verdict.json" 2>/dev/null
+        cp /tmp/r/results_single$d/*_run.json "$out/single${d}_run.json" 2>/dev/null
+        grep -h "^perfci: \(no regression\|REGRESSION\)" "$out/single$d.log" | tail -1
+      done ;;
     against)
       git init -q . 2>/dev/null; git -c user.email=d@d -c user.name=d add -A >/dev/null; git -c user.email=d@d -c user.name=d commit -qm tree >/dev/null
       perfci run --against HEAD --report-dir "$out/against" --results-dir "$out/results_against" > "$out/against.log" 2>&1; echo "against exit $?" ;;
