@@ -82,8 +82,8 @@ def with_default_suite(pytest_args: list[str], *, require_dir: bool = True, cwd:
     return args
 
 
-# pytest options that would stop the confirmation pass early or deselect what it must re-measure
 SELECT_OPTION = "--perfci-select"  # the plugin's option naming the benchmarks a pass measures (repeated)
+# pytest options that would stop the confirmation pass early or deselect what it must re-measure
 _NOT_FOR_CONFIRMATION = {"-x", "--exitfirst", "--lf", "--last-failed", "--ff", "--failed-first", "--nf",
                          "--new-first", "--sw", "--stepwise", "--sw-skip", "--stepwise-skip"}
 
