@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -122,11 +123,31 @@ def parse_gpus(text: str) -> list[str]:
     return devices
 
 
+HEARTBEAT_S = 60.0  # perfci run --gpus: how often the running workers' progress is printed
+_PROGRESS = re.compile(r"\[\s*(\d+)%\]")  # pytest's progress column
+_CONFIRMING = "re-measuring them in a fresh process"  # perfci run's line before its confirmation pass
+
+
+def worker_progress(log_path: Path) -> str:
+    """Where a worker stands, from its log: pytest's last progress figure, in the first or the confirmation pass."""
+    try:
+        with open(log_path, "rb") as fh:
+            text = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return "starting"
+    stage = "confirmation pass" if _CONFIRMING in text else "first pass"
+    tail = text[text.rfind(_CONFIRMING):] if stage == "confirmation pass" else text
+    figures = _PROGRESS.findall(tail)
+    return f"{stage} {figures[-1]} %" if figures else f"{stage}, collecting"
+
+
 def run_workers(devices: Sequence[str], cli_args: Sequence[str], results_dir: Path,
-                log: Callable[..., None] = print) -> list[ResultFile]:
+                log: Callable[..., None] = print, heartbeat_s: float = HEARTBEAT_S) -> list[ResultFile]:
     """One ``perfci run --shard i/n`` worker per device, pinned with CUDA_VISIBLE_DEVICES, in parallel;
-    each confirms its own SLOWER/NOISY benchmarks on its own card. Returns their final run results."""
+    each confirms its own SLOWER/NOISY benchmarks on its own card. Each worker's end is printed as it comes,
+    and every ``heartbeat_s`` where the others stand. Returns their final run results, in device order."""
     workers = []
+    earlier: dict[str, set[Path]] = {}
     for i, device in enumerate(devices):
         where = Path(results_dir) / f"gpu{device}"
         where.mkdir(parents=True, exist_ok=True)
@@ -134,16 +155,36 @@ def run_workers(devices: Sequence[str], cli_args: Sequence[str], results_dir: Pa
                    "--results-dir", str(where), "--report-dir", str(where / "report"), *cli_args]
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": device, "PYTHONUNBUFFERED": "1"}
         log_path = where / "worker.log"
+        earlier[device] = set(where.glob("*_run.json"))  # an earlier run's results there are not this worker's
         log(f"perfci: GPU {device}: shard {i + 1}/{len(devices)} (log {log_path})", flush=True)
         with open(log_path, "w", encoding="utf-8") as fh:
             workers.append((device, where, subprocess.Popen(command, env=env, stdout=fh, stderr=subprocess.STDOUT)))
+    start = time.monotonic()
+    beat = start + heartbeat_s
+    running = {device for device, _, _ in workers}
+
+    def fresh(device: str, where: Path) -> list[Path]:
+        return sorted(set(where.glob("*_run.json")) - earlier[device])
+
+    while running:
+        time.sleep(min(0.5, heartbeat_s))
+        for device, where, proc in workers:
+            if device in running and proc.poll() is not None:
+                running.discard(device)
+                runs = fresh(device, where)
+                log(f"perfci: GPU {device}: worker exit {proc.returncode} after {time.monotonic() - start:.0f} s, "
+                    f"{runs[-1] if runs else 'no result'}", flush=True)
+        if running and time.monotonic() >= beat:
+            beat += heartbeat_s
+            for device, where, _ in workers:
+                if device in running:
+                    log(f"perfci: GPU {device}: {worker_progress(where / 'worker.log')} after "
+                        f"{time.monotonic() - start:.0f} s", flush=True)
     results = []
     for device, where, proc in workers:
-        code = proc.wait()
-        runs = sorted(where.glob("*_run.json"))
-        log(f"perfci: GPU {device}: worker exit {code}, {len(runs)} result file(s)")
+        runs = fresh(device, where)
         if not runs:
-            raise InfrastructureError(f"the worker on GPU {device} wrote no result (exit {code})",
+            raise InfrastructureError(f"the worker on GPU {device} wrote no result (exit {proc.returncode})",
                                       hint=f"see {where / 'worker.log'}")
         results.append(load_results(runs[-1], "worker result file"))
     return results

@@ -352,6 +352,30 @@ def test_gpus_runs_a_pinned_worker_per_device_and_merges_them(tmp_path):
     assert pairs.returncode == 2 and "--max-pairs" in pairs.stderr and "shard" not in pairs.stdout
 
 
+def test_gpus_prints_each_workers_progress_and_its_end_as_it_comes(tmp_path, monkeypatch):
+    """A --gpus run is minutes of silence otherwise (318 s on an H200 pair): every heartbeat, where each running
+    worker stands (pytest's progress in its first or confirmation pass); each worker's end when it comes."""
+    from perfci.shard import run_workers, worker_progress
+
+    root = _project(tmp_path)
+    monkeypatch.chdir(root)
+    lines: list[str] = []
+    results = run_workers(["0", "1"], ["--no-compare", *FAST], root / "res",
+                          log=lambda text, **_: lines.append(text), heartbeat_s=0.2)
+    assert len(results) == 2 and sum(len(r.benchmarks) for r in results) == 2
+    assert sum("worker exit 0 after" in line for line in lines) == 2
+    beats = [line for line in lines if "first pass" in line]
+    assert beats and all(line.startswith(("perfci: GPU 0: ", "perfci: GPU 1: ")) for line in beats)
+    assert worker_progress(root / "res" / "gpu0" / "worker.log") == "first pass 100 %"
+    # a worker that writes no result this time fails the run, whatever an earlier run left in its folder
+    with pytest.raises(InfrastructureError, match="the worker on GPU 0 wrote no result"):
+        run_workers(["0"], ["--no-compare", "--no-such-option"], root / "res", log=lambda text, **_: None)
+    assert worker_progress(root / "res" / "nowhere.log") == "starting"
+    (root / "confirming.log").write_text("tests/a.py ..  [100%]\nperfci: 1 benchmark(s) read SLOWER or NOISY in this "
+                                         "pass; re-measuring them in a fresh process\ncollected 2 items\n")
+    assert worker_progress(root / "confirming.log") == "confirmation pass, collecting"
+
+
 def test_report_exits_like_compare_and_replaces_a_stale_summary(tmp_path):
     base = tmp_path / "base.json"
     base.write_text(json.dumps(result_doc({"t::a": 1.0, "t::b": 2.0}, seed=1)))
