@@ -19,7 +19,7 @@ from pathlib import Path
 
 from perfci.errors import BadInputError, InfrastructureError, UsageError
 from perfci.fingerprint import require_same_gpu
-from perfci.record import SCHEMA_VERSION, ResultFile, load_results
+from perfci.record import SCHEMA_VERSION, ResultFile, cards_in, load_results
 
 BASELINE_FILE = "0001_baseline.json"
 # fresh-process runs `perfci baseline update` makes on a GPU by default: one-run baselines caught a
@@ -111,7 +111,7 @@ def make_baseline(runs: list[ResultFile], *, gpu: str, force: bool = False, path
               "written": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "runs": len(runs),
               "sources": [str(r.path) for r in runs], "forced": bool(force)}
     # every card the runs came from (the entries' own lists decide the comparison: perfci.gate.Drift)
-    cards = list(dict.fromkeys(c for rec in records for c in rec.cards))
+    cards = cards_in(records)
     fingerprint = {**first.fingerprint, "cards": cards} if cards else dict(first.fingerprint)
     # a baseline stands for every benchmark it holds: no scope, nothing deselected
     return first.with_benchmarks(records, path=Path(path or first.path), header=header, scope=None,

@@ -249,7 +249,7 @@ def judge(new: BenchmarkRecord, base: BenchmarkRecord | None, *, compared: bool,
                                                    base.profile))
         card_sigma = drift.cross_card_sigma(base, new) if new.device_time else 0.0
         settings = CompareSettings(min_effect=new.threshold or DEFAULT_THRESHOLD, cross_card_sigma=card_sigma)
-        comparison = _either_clock_model(new.name, base, new, settings,
+        comparison = _either_clock_model(base, new, settings,
                                          compare_samples(new.name, _sample(base, new), _sample(new, base), settings))
         if base is not None and base.compared_samples_ms and comparison.verdict is not Verdict.INVALID and (
                 not all(math.isfinite(v) and v > 0 for v in base.compared_samples_ms)):
@@ -297,7 +297,7 @@ def _as_measured(side: BenchmarkRecord, other: BenchmarkRecord) -> Sample:
                    run_medians_ms=tuple(v * factor for v in plain.run_medians_ms))
 
 
-def _either_clock_model(name: str, base: BenchmarkRecord | None, new: BenchmarkRecord,
+def _either_clock_model(base: BenchmarkRecord | None, new: BenchmarkRecord,
                         settings: CompareSettings, comparison: Comparison) -> Comparison:
     """Where one side was compared at the reference SM clock and the other as measured, the change must hold
     as measured too: a kernel whose time does not follow the clock (cuDNN attention at L512 on an H200: 112 us
@@ -306,7 +306,7 @@ def _either_clock_model(name: str, base: BenchmarkRecord | None, new: BenchmarkR
     if base is None or base.normalization == new.normalization or comparison.verdict not in (
             Verdict.SLOWER, Verdict.FASTER):
         return comparison
-    measured = compare_samples(name, _as_measured(base, new), _as_measured(new, base), settings)
+    measured = compare_samples(new.name, _as_measured(base, new), _as_measured(new, base), settings)
     if measured.verdict is comparison.verdict:
         return comparison
     return replace(comparison, verdict=Verdict.NOISY, reasons=(

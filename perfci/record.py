@@ -327,6 +327,11 @@ def to_document(result: ResultFile) -> dict[str, Any]:
     return doc
 
 
+def cards_in(records: Iterable[BenchmarkRecord]) -> list[str]:
+    """Every card the records name, in order of first mention: a baseline's or a merged run's file card list."""
+    return list(dict.fromkeys(c for record in records for c in record.cards))
+
+
 def stamp_test_wall_s(output_json: Mapping[str, Any], seconds: Mapping[str, float]) -> None:
     """Each perfci entry of pytest-benchmark's ``output_json`` (its ``benchmarks``) with its test's wall seconds
     (``TEST_WALL_KEY``), where ``seconds`` (node id -> setup + call + teardown) has them."""

@@ -88,35 +88,29 @@ _NOT_FOR_CONFIRMATION = {"-x", "--exitfirst", "--lf", "--last-failed", "--ff", "
                          "--new-first", "--sw", "--stepwise", "--sw-skip", "--stepwise-skip"}
 
 
-def confirmation_args(pytest_args: list[str]) -> list[str]:
-    """The user's pytest arguments for the confirmation pass, less -x, --maxfail and the cache-based
-    selections (--lf, --ff, --nf, --sw): the pass must run every benchmark it was given."""
+def _without(pytest_args: Sequence[str], flags: set[str], valued: set[str]) -> list[str]:
+    """``pytest_args`` less ``flags`` and the options of ``valued`` with their values (``--opt V`` or ``--opt=V``)."""
     out, skip = [], False
     for arg in pytest_args:
         if skip:
             skip = False
-            continue
-        if arg in _NOT_FOR_CONFIRMATION or arg.startswith("--maxfail="):
-            continue
-        if arg == "--maxfail":
+        elif arg in valued:
             skip = True
-            continue
-        out.append(arg)
+        elif arg not in flags and not any(arg.startswith(f"{opt}=") for opt in valued):
+            out.append(arg)
     return out
+
+
+def confirmation_args(pytest_args: list[str]) -> list[str]:
+    """The user's pytest arguments for the confirmation pass, less -x, --maxfail and the cache-based
+    selections (--lf, --ff, --nf, --sw): the pass must run every benchmark it was given."""
+    return _without(pytest_args, _NOT_FOR_CONFIRMATION, {"--maxfail"})
 
 
 def selecting(pytest_args: Sequence[str], names: Sequence[str]) -> list[str]:
     """``pytest_args`` measuring exactly ``names``: any ``--perfci-select`` already in them (a shard's whole
     selection) replaced by one per name, so a pass over a shard's flagged benchmarks re-measures those only."""
-    out, skip = [], False
-    for arg in pytest_args:
-        if skip:
-            skip = False
-        elif arg == SELECT_OPTION:
-            skip = True
-        elif not arg.startswith(f"{SELECT_OPTION}="):
-            out.append(arg)
-    return [*out, *(f"{SELECT_OPTION}={name}" for name in names)]
+    return [*_without(pytest_args, set(), {SELECT_OPTION}), *(f"{SELECT_OPTION}={name}" for name in names)]
 
 
 def pytest_command(pytest_args: list[str], *, extra: list[str] | tuple[str, ...] = (),

@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from perfci.errors import BadInputError, InfrastructureError, UsageError
-from perfci.record import TEST_WALL_KEY, ResultFile, load_results, require_one_gpu
+from perfci.record import TEST_WALL_KEY, ResultFile, cards_in, load_results, require_one_gpu
 from perfci.runner import PYTEST_NO_TESTS, PYTEST_OK, pytest_command
 
 _SHARD = re.compile(r"^(\d+)/(\d+)$")
@@ -94,7 +94,7 @@ def merge_results(results: Sequence[ResultFile], path: Path) -> ResultFile:
     # each benchmark keeps the card its shard ran on (shards may run on several cards of the model): a baseline
     # made from the merged file, and the gate, go by it (perfci.gate.Drift)
     records = [replace(b, cards=r.cards_of(name)) for r in results for name, b in r.benchmarks.items()]
-    cards = list(dict.fromkeys(c for b in records for c in b.cards))
+    cards = cards_in(records)
     fingerprint = {**first.fingerprint, "cards": cards} if len(cards) > 1 else dict(first.fingerprint)
     return first.with_benchmarks(records, path=Path(path), scope=scope, deselected=deselected, errors=errors,
                                  fingerprint=fingerprint, document={**first.document, "perfci_merged_from": shards})
@@ -161,30 +161,24 @@ def run_workers(devices: Sequence[str], cli_args: Sequence[str], results_dir: Pa
             workers.append((device, where, subprocess.Popen(command, env=env, stdout=fh, stderr=subprocess.STDOUT)))
     start = time.monotonic()
     beat = start + heartbeat_s
-    running = {device for device, _, _ in workers}
-
-    def fresh(device: str, where: Path) -> list[Path]:
-        return sorted(set(where.glob("*_run.json")) - earlier[device])
-
-    while running:
+    runs: dict[str, list[Path]] = {}  # each ended worker's result files from this run
+    while len(runs) < len(workers):
         time.sleep(min(0.5, heartbeat_s))
         for device, where, proc in workers:
-            if device in running and proc.poll() is not None:
-                running.discard(device)
-                runs = fresh(device, where)
+            if device not in runs and proc.poll() is not None:
+                runs[device] = sorted(set(where.glob("*_run.json")) - earlier[device])
                 log(f"perfci: GPU {device}: worker exit {proc.returncode} after {time.monotonic() - start:.0f} s, "
-                    f"{runs[-1] if runs else 'no result'}", flush=True)
-        if running and time.monotonic() >= beat:
+                    f"{runs[device][-1] if runs[device] else 'no result'}", flush=True)
+        if len(runs) < len(workers) and time.monotonic() >= beat:
             beat += heartbeat_s
             for device, where, _ in workers:
-                if device in running:
+                if device not in runs:
                     log(f"perfci: GPU {device}: {worker_progress(where / 'worker.log')} after "
                         f"{time.monotonic() - start:.0f} s", flush=True)
     results = []
     for device, where, proc in workers:
-        runs = fresh(device, where)
-        if not runs:
+        if not runs[device]:
             raise InfrastructureError(f"the worker on GPU {device} wrote no result (exit {proc.returncode})",
                                       hint=f"see {where / 'worker.log'}")
-        results.append(load_results(runs[-1], "worker result file"))
+        results.append(load_results(runs[device][-1], "worker result file"))
     return results

@@ -44,14 +44,14 @@ for step in "$@"; do
       cp /tmp/r/results_gpus/*merged*.json "$out/" 2>/dev/null
       tar -czf "$out/gpus_workers.tgz" -C /tmp/r results_gpus ;;
     single)  # one plain run per GPU, in parallel: each card against its model's baseline, on its own
-      pids=()
-      for d in $(nvidia-smi --query-gpu=index --format=csv,noheader); do
+      devs=($(nvidia-smi --query-gpu=index --format=csv,noheader)); pids=()
+      for d in "${devs[@]}"; do
         CUDA_VISIBLE_DEVICES=$d perfci run --report-dir "/tmp/r/single$d" --results-dir "/tmp/r/results_single$d" \
           > "$out/single$d.log" 2>&1 &
         pids+=($!)
       done
-      for i in "${!pids[@]}"; do wait "${pids[$i]}"; echo "single$i exit $?"; done
-      for d in $(nvidia-smi --query-gpu=index --format=csv,noheader); do
+      for i in "${!pids[@]}"; do wait "${pids[$i]}"; echo "single${devs[$i]} exit $?"; done
+      for d in "${devs[@]}"; do
         cp "/tmp/r/single$d/verdict.json" "$out/single${d}_verdict.json" 2>/dev/null
         cp /tmp/r/results_single$d/*_run.json "$out/single${d}_run.json" 2>/dev/null
         grep -h "^perfci: \(no regression\|REGRESSION\)" "$out/single$d.log" | tail -1
